@@ -1,35 +1,37 @@
-# olmo.c build. `make` builds build/olmo; `make tests` builds the C test programs;
+# olmo.c build. `make` builds $(BUILD)/olmo; `make tests` builds the C test programs;
+# BUILD=dir puts objects and binaries elsewhere (default build/).
 # `make test` runs the whole suite (see scripts/test.sh, which also installs deps).
 CC ?= gcc
+BUILD ?= build
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -Isrc -I/usr/include/cjson -MMD -MP
 LDLIBS := -lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread
 LDFLAGS += -fopenmp
 
 SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)
-OBJ := $(SRC:%.c=build/%.o)
+OBJ := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/*.c)
-TEST_BIN := $(TEST_SRC:tests/%.c=build/tests/%)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-all: build/olmo tests
+all: $(BUILD)/olmo tests
 
-build/olmo: build/src/main.o build/libolmo.a
+$(BUILD)/olmo: $(BUILD)/src/main.o $(BUILD)/libolmo.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-build/libolmo.a: $(OBJ)
+$(BUILD)/libolmo.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/%.o: %.c
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 tests: $(TEST_BIN)
 
-build/tests/%: build/tests/%.o build/libolmo.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libolmo.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-build/tests/%.o: tests/%.c
+$(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c -o $@ $<
 
@@ -40,4 +42,4 @@ clean:
 	rm -rf build
 
 .PHONY: all tests test clean
--include $(OBJ:.o=.d) build/src/main.d $(TEST_BIN:%=%.d)
+-include $(OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:%=%.d)

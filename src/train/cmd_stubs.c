@@ -1,0 +1,9 @@
+// cmd_stubs.c: temporary entry points, replaced as each subcommand lands.
+#include <stdio.h>
+#include "cli.h"
+int cmd_train(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo train: not built yet\n"); return 1; }
+int cmd_info(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo info: not built yet\n"); return 1; }
+int cmd_bench(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo bench: not built yet\n"); return 1; }
+int cmd_data(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo data: not built yet\n"); return 1; }
+int cmd_tokenize(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo tokenize: not built yet\n"); return 1; }
+int cmd_prepare(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo prepare: not built yet\n"); return 1; }
