@@ -1,0 +1,71 @@
+// recipe.h: a training recipe: everything `olmo train` needs, read from a YAML file
+// with MaxText-style `key=value` overrides. Nested YAML maps flatten to dotted keys
+// (model.d_model, optim.lr, ...). Every key lives in one table in recipe.c (name, type,
+// default, help), which drives parsing, validation, `--help` and the resolved dump.
+#ifndef OLMO_RECIPE_H
+#define OLMO_RECIPE_H
+
+#include <stdint.h>
+
+#define RECIPE_MAX_PATHS 64
+#define RECIPE_MAX_STR 1024
+
+typedef struct {
+    // model.*: a preset fills every dim; explicit keys then override it.
+    char model_preset[64];      // "" = none; e.g. olmo3-7b, olmo3-tiny, olmo3-20m, olmo3-60m
+    int vocab_size;             // tokenizer vocab (100278 for dolma2)
+    int d_model, n_layers, n_heads, n_kv_heads, head_dim, mlp_hidden;
+    double rope_theta, rms_eps;
+    int sliding_window;         // window in tokens for sliding layers
+    int full_attn_every;        // layer i is full attention when i % full_attn_every == full_attn_every-1 (OLMo 3: 4); 1 = all full
+
+    // train.*
+    int seq_len;
+    int global_batch;           // instances per optimizer step (all ranks)
+    int micro_batch;            // instances per forward/backward
+    long max_steps;             // 0 = derive from max_tokens
+    long max_tokens;
+    uint64_t seed;              // init seed
+    double z_loss;              // z-loss coefficient (1e-5); 0 disables
+    char run_dir[RECIPE_MAX_STR];
+    int log_every;
+
+    // optim.*
+    double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
+    int decay_embedding;        // bool
+    int skip_step;              // bool: skip updates with loss/grad-norm spikes
+    double skip_step_sigma;     // 6
+    int skip_step_window;       // 128
+
+    // schedule.*
+    char schedule[16];          // cosine | linear | constant | wsd
+    long warmup_steps;
+    double alpha_f;             // final lr = alpha_f * lr
+    long decay_steps;           // wsd: length of the final linear decay
+
+    // data.*
+    int n_paths;
+    char paths[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // OLMo-core token files (raw uint32)
+    uint64_t data_seed;
+    char data_order[16];        // sequential | shuffle
+
+    // perf.*
+    double peak_flops;          // FLOP/s of this machine for MFU; 0 = measure (cached)
+} Recipe;
+
+// Defaults (OLMo 3 optimizer settings; no model).
+void recipe_defaults(Recipe *r);
+// Load YAML file `path` (may be NULL) then apply overrides "key=value" in order. Unknown
+// keys (with the nearest valid key suggested), wrong types, bad values: a message naming
+// the file/override and the key, exit status 2. Then fills the model from the preset and
+// validates everything (recipe_validate).
+void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides);
+// Check dims and ranges: d_model % n_heads, n_heads % n_kv_heads, global_batch % micro_batch,
+// positive sizes...; exit 2 with a clear message on failure.
+void recipe_validate(const Recipe *r, const char *origin);
+// Write the resolved recipe as YAML (every key) to a string (malloc'd).
+char *recipe_to_yaml(const Recipe *r);
+// Print the key table (name, type, default, help) for `olmo train --help`.
+void recipe_print_keys(void);
+
+#endif
