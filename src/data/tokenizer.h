@@ -36,4 +36,15 @@ uint32_t tokenizer_pad_id(const Tokenizer *tok);       // 100277 for dolma2
 // Fingerprint: hex sha256 of the tokenizer.json bytes (65 bytes incl. NUL).
 const char *tokenizer_fingerprint(const Tokenizer *tok);
 
+// Byte offset of the first invalid UTF-8 byte in text (strict: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or len if the whole text is valid. Lets callers
+// report where tokenizer_encode's -1 came from.
+size_t tokenizer_utf8_error_offset(const char *text, size_t len);
+
+// The tokenizer.json to use: `cli_path` if not NULL, else env OLMO_TOKENIZER, else
+// TOKENIZER_DEFAULT_PATH relative to the working directory, else relative to the
+// repository the running binary was built in (<exe dir>/../, <exe dir>/../../).
+// Returns a malloc'd path (which may not exist; tokenizer_load reports that).
+char *tokenizer_resolve_path(const char *cli_path);
+
 #endif

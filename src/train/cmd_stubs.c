@@ -5,5 +5,3 @@ int cmd_train(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "
 int cmd_info(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo info: not built yet\n"); return 1; }
 int cmd_bench(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo bench: not built yet\n"); return 1; }
 int cmd_data(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo data: not built yet\n"); return 1; }
-int cmd_tokenize(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo tokenize: not built yet\n"); return 1; }
-int cmd_prepare(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo prepare: not built yet\n"); return 1; }
