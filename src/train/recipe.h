@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "model/config.h"
+
 #define RECIPE_MAX_PATHS 64
 #define RECIPE_MAX_STR 1024
 
@@ -38,7 +40,7 @@ typedef struct {
     int skip_step_window;       // 128
 
     // schedule.*
-    char schedule[16];          // cosine | linear | constant | wsd
+    char schedule[16];          // key schedule.name: cosine | linear | constant | wsd
     long warmup_steps;
     double alpha_f;             // final lr = alpha_f * lr
     long decay_steps;           // wsd: length of the final linear decay
@@ -63,6 +65,10 @@ void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides)
 // Check dims and ranges: d_model % n_heads, n_heads % n_kv_heads, global_batch % micro_batch,
 // positive sizes...; exit 2 with a clear message on failure.
 void recipe_validate(const Recipe *r, const char *origin);
+// The model shape of a recipe, derived (padded_vocab, head_dim) and ready for the model.
+ModelConfig recipe_model_config(const Recipe *r);
+// Optimizer steps of the run: max_steps when > 0, else ceil(max_tokens / (global_batch*seq_len)).
+long recipe_total_steps(const Recipe *r);
 // Write the resolved recipe as YAML (every key) to a string (malloc'd).
 char *recipe_to_yaml(const Recipe *r);
 // Print the key table (name, type, default, help) for `olmo train --help`.

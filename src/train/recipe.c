@@ -1,0 +1,670 @@
+// recipe.c: the training recipe. One key table (KEYS below) drives everything: defaults,
+// YAML loading (nested maps flatten to dotted keys), MaxText-style key=value overrides,
+// type checks, the resolved YAML dump and `olmo train --help`. Adding a key is one line
+// in the table plus the field in recipe.h. Every input error exits with status 2 via
+// die_input before the caller has written anything.
+#include "train/recipe.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "model/config.h"
+#include "util/common.h"
+
+// ---------------------------------------------------------------------------------------
+// The key table
+
+typedef enum { T_INT, T_LONG, T_U64, T_DOUBLE, T_BOOL, T_STR, T_STRLIST } KeyType;
+
+static const char *TYPE_NAME[] = {"int", "long", "u64", "double", "bool", "string", "string-list"};
+// What a type error says we wanted ("expected a number").
+static const char *TYPE_WANT[] = {"an integer", "an integer", "a non-negative integer", "a number",
+                                  "true or false", "a string", "a list of strings"};
+
+typedef struct {
+    const char *name;   // dotted key: section.leaf
+    KeyType type;
+    size_t off, size;   // field in Recipe (size bounds strings, checks scalar widths)
+    size_t count_off;   // string-list only: the int holding the number of items
+    const char *def;    // default, parsed by the same code as user input
+    const char *help;
+} Key;
+
+#define F(f) offsetof(Recipe, f), sizeof(((Recipe *)0)->f), 0
+#define LIST(f, n) offsetof(Recipe, f), sizeof(((Recipe *)0)->f), offsetof(Recipe, n)
+
+// Keys of one section must be contiguous (recipe_to_yaml writes one map per section).
+static const Key KEYS[] = {
+    {"model.preset", T_STR, F(model_preset), "", "named model shape (see the list below); fills every model.* dim not given explicitly"},
+    {"model.vocab_size", T_INT, F(vocab_size), "100278", "tokenizer vocabulary (dolma2: 100278); rows padded to a multiple of 128"},
+    {"model.d_model", T_INT, F(d_model), "0", "residual width"},
+    {"model.n_layers", T_INT, F(n_layers), "0", "transformer blocks"},
+    {"model.n_heads", T_INT, F(n_heads), "0", "query heads"},
+    {"model.n_kv_heads", T_INT, F(n_kv_heads), "0", "key/value heads (GQA); 0 = n_heads (plain MHA)"},
+    {"model.head_dim", T_INT, F(head_dim), "0", "per-head width; 0 = d_model / n_heads"},
+    {"model.mlp_hidden", T_INT, F(mlp_hidden), "0", "SwiGLU hidden size"},
+    {"model.rope_theta", T_DOUBLE, F(rope_theta), "500000", "RoPE base"},
+    {"model.rms_eps", T_DOUBLE, F(rms_eps), "1e-6", "RMSNorm epsilon"},
+    {"model.sliding_window", T_INT, F(sliding_window), "4096", "keys a sliding-window layer sees (query included)"},
+    {"model.full_attn_every", T_INT, F(full_attn_every), "4", "layer i is full attention when i % this == this-1; 1 = all full"},
+
+    {"train.seq_len", T_INT, F(seq_len), "8192", "tokens per instance"},
+    {"train.global_batch", T_INT, F(global_batch), "512", "instances per optimizer step, all ranks together"},
+    {"train.micro_batch", T_INT, F(micro_batch), "1", "instances per forward/backward; divides global_batch"},
+    {"train.max_steps", T_LONG, F(max_steps), "0", "optimizer steps; 0 = ceil(max_tokens / (global_batch*seq_len)); wins over max_tokens"},
+    {"train.max_tokens", T_LONG, F(max_tokens), "0", "training tokens, used when max_steps is 0"},
+    {"train.seed", T_U64, F(seed), "42", "weight-init seed"},
+    {"train.z_loss", T_DOUBLE, F(z_loss), "1e-5", "z-loss coefficient on logsumexp(logits)^2; 0 = off"},
+    {"train.run_dir", T_STR, F(run_dir), "runs/default", "checkpoints, logs and the resolved recipe go here"},
+    {"train.log_every", T_INT, F(log_every), "1", "log a line every this many steps"},
+
+    {"optim.lr", T_DOUBLE, F(lr), "3e-4", "peak learning rate (AdamW)"},
+    {"optim.beta1", T_DOUBLE, F(beta1), "0.9", "AdamW beta1"},
+    {"optim.beta2", T_DOUBLE, F(beta2), "0.95", "AdamW beta2"},
+    {"optim.eps", T_DOUBLE, F(eps), "1e-8", "AdamW epsilon"},
+    {"optim.weight_decay", T_DOUBLE, F(weight_decay), "0.1", "decoupled weight decay (p *= 1 - lr*wd)"},
+    {"optim.decay_embedding", T_BOOL, F(decay_embedding), "false", "also decay the embedding (OLMo 3: no)"},
+    {"optim.max_grad_norm", T_DOUBLE, F(max_grad_norm), "1.0", "clip the global gradient norm; 0 = off"},
+    {"optim.skip_step", T_BOOL, F(skip_step), "true", "skip updates whose loss or grad norm spikes"},
+    {"optim.skip_step_sigma", T_DOUBLE, F(skip_step_sigma), "6", "spike = more than this many std above the recent mean"},
+    {"optim.skip_step_window", T_INT, F(skip_step_window), "128", "steps in the recent mean/std"},
+
+    {"schedule.name", T_STR, F(schedule), "cosine", "lr schedule: cosine | linear | constant | wsd"},
+    {"schedule.warmup_steps", T_LONG, F(warmup_steps), "2000", "linear warmup from 0 to optim.lr"},
+    {"schedule.alpha_f", T_DOUBLE, F(alpha_f), "0.1", "final lr = alpha_f * optim.lr (cosine, linear, wsd)"},
+    {"schedule.decay_steps", T_LONG, F(decay_steps), "0", "wsd: length of the final linear decay"},
+
+    {"data.paths", T_STRLIST, LIST(paths, n_paths), "", "token files (raw uint32, OLMo-core layout); a list, or comma-separated"},
+    {"data.seed", T_U64, F(data_seed), "34521", "data-order seed"},
+    {"data.order", T_STR, F(data_order), "shuffle", "instance order: sequential | shuffle"},
+
+    {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "peak FLOP/s of this machine for MFU; 0 = measure"},
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+static const char *SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
+static const char *ORDERS[] = {"sequential", "shuffle", NULL};
+
+static const Key *find_key(const char *name) {
+    for (int i = 0; i < NKEYS; i++)
+        if (!strcmp(KEYS[i].name, name)) return &KEYS[i];
+    return NULL;
+}
+
+// True when `name` is a section (a prefix of some key up to a dot), e.g. "optim".
+static int is_section(const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < NKEYS; i++)
+        if (!strncmp(KEYS[i].name, name, n) && KEYS[i].name[n] == '.') return 1;
+    return 0;
+}
+
+static const char *leaf_of(const char *name) {
+    const char *d = strrchr(name, '.');
+    return d ? d + 1 : name;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 127 || nb > 127) return 1000;
+    int prev[128], cur[128];
+    for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (nb + 1));
+    }
+    return prev[nb];
+}
+
+// " (did you mean 'optim.lr'?)" for a mistyped key, or a pointer to the key list. A leaf
+// that matches a key of another section (train.lr -> optim.lr) counts as one edit, so
+// keys put in the wrong section are found too.
+static const char *suggest(const char *name, char *buf, size_t n) {
+    int best = -1, best_d = 1 << 30;
+    for (int i = 0; i < NKEYS; i++) {
+        int d = edit_distance(name, KEYS[i].name);
+        int dl = edit_distance(leaf_of(name), leaf_of(KEYS[i].name)) + 1;
+        if (dl < d) d = dl;
+        if (d < best_d) { best_d = d; best = i; }
+    }
+    int limit = (int)strlen(name) / 3;
+    if (limit < 2) limit = 2;
+    if (best >= 0 && best_d <= limit) snprintf(buf, n, " (did you mean '%s'?)", KEYS[best].name);
+    else snprintf(buf, n, " (`olmo train --help` lists the keys)");
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// Values: text -> field, field -> text
+
+// Integers: decimal, or a float literal that is an exact integer (max_tokens: 5.93e12).
+static int parse_integer(const char *s, long long lo, long long hi, long long *out) {
+    if (!*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno) {
+        double d = strtod(s, &end);
+        if (end == s || *end || !isfinite(d) || d != floor(d) || fabs(d) >= 9.2e18) return 0;
+        v = (long long)d;
+    }
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    while (isspace((unsigned char)*s)) s++;
+    if (!*s || *s == '-') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno) {
+        double d = strtod(s, &end);
+        if (end == s || *end || !isfinite(d) || d != floor(d) || d < 0 || d >= 1.8e19) return 0;
+        v = (unsigned long long)d;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_bool(const char *s, int *out) {
+    static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i])) { *out = 1; return 1; }
+        if (!strcasecmp(s, no[i])) { *out = 0; return 1; }
+    }
+    return 0;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+// Append one item to a string-list field; NULL or what went wrong.
+static const char *list_append(Recipe *r, const Key *k, const char *s, size_t len) {
+    int *count = (int *)((char *)r + k->count_off);
+    char *items = (char *)r + k->off;
+    int cap = (int)(k->size / RECIPE_MAX_STR);
+    if (*count >= cap) return "a list of at most " STR(RECIPE_MAX_PATHS) " items";
+    if (len >= RECIPE_MAX_STR) return "list items shorter than " STR(RECIPE_MAX_STR) " characters";
+    memcpy(items + (size_t)*count * RECIPE_MAX_STR, s, len);
+    items[(size_t)*count * RECIPE_MAX_STR + len] = '\0';
+    (*count)++;
+    return NULL;
+}
+
+// Set key k of r from text. Returns NULL on success, else what was expected (for a
+// message of the form "expected <that>, got '<text>'"). A string-list key takes a
+// comma-separated list that replaces the current one (blank items are dropped).
+static const char *set_value(Recipe *r, const Key *k, const char *s) {
+    void *p = (char *)r + k->off;
+    long long v;
+    switch (k->type) {
+    case T_INT:
+        if (!parse_integer(s, INT_MIN, INT_MAX, &v)) return TYPE_WANT[k->type];
+        *(int *)p = (int)v;
+        return NULL;
+    case T_LONG:
+        if (!parse_integer(s, LONG_MIN, LONG_MAX, &v)) return TYPE_WANT[k->type];
+        *(long *)p = (long)v;
+        return NULL;
+    case T_U64:
+        if (!parse_u64(s, (uint64_t *)p)) return TYPE_WANT[k->type];
+        return NULL;
+    case T_DOUBLE: {
+        char *end;
+        double d = strtod(s, &end);
+        if (end == s || *end || !isfinite(d)) return TYPE_WANT[k->type];
+        *(double *)p = d;
+        return NULL;
+    }
+    case T_BOOL:
+        if (!parse_bool(s, (int *)p)) return TYPE_WANT[k->type];
+        return NULL;
+    case T_STR:
+        if (strlen(s) >= k->size) {
+            static char want[64];
+            snprintf(want, sizeof want, "a string of at most %zu characters", k->size - 1);
+            return want;
+        }
+        strcpy((char *)p, s);
+        return NULL;
+    case T_STRLIST: {
+        *(int *)((char *)r + k->count_off) = 0;
+        while (*s) {
+            const char *e = strchr(s, ',');
+            if (!e) e = s + strlen(s);
+            const char *a = s, *b = e;
+            while (a < b && isspace((unsigned char)*a)) a++;
+            while (b > a && isspace((unsigned char)b[-1])) b--;
+            if (b > a) {
+                const char *err = list_append(r, k, a, (size_t)(b - a));
+                if (err) return err;
+            }
+            s = *e ? e + 1 : e;
+        }
+        return NULL;
+    }
+    }
+    return "a valid value";
+}
+
+// Shortest text that reads back as exactly d (so recipe_to_yaml round-trips).
+static void fmt_double(double d, char *buf, size_t n) {
+    if (d == floor(d) && fabs(d) < 1e15) { snprintf(buf, n, "%.0f", d); return; }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) return;
+    }
+}
+
+// Scalar value of key k as text (strings raw, unquoted). Not for string-list keys.
+static void fmt_scalar(const Recipe *r, const Key *k, char *buf, size_t n) {
+    const void *p = (const char *)r + k->off;
+    switch (k->type) {
+    case T_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case T_LONG: snprintf(buf, n, "%ld", *(const long *)p); break;
+    case T_U64: snprintf(buf, n, "%" PRIu64, *(const uint64_t *)p); break;
+    case T_DOUBLE: fmt_double(*(const double *)p, buf, n); break;
+    case T_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); break;
+    case T_STR: snprintf(buf, n, "%s", (const char *)p); break;
+    case T_STRLIST: snprintf(buf, n, "[...]"); break;
+    }
+}
+
+// A YAML double-quoted scalar: always quoted so "true", "1e3" or ": x" stay strings.
+static void put_quoted(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\x%02x", *c);
+        else fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+// "'abc'" for messages, shortened when long.
+static const char *shown(const char *s, char *buf, size_t n) {
+    if (strlen(s) > 80) snprintf(buf, n, "'%.60s...'", s);
+    else snprintf(buf, n, "'%s'", s);
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// Defaults
+
+void recipe_defaults(Recipe *r) {
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < NKEYS; i++) {
+        const Key *k = &KEYS[i];
+        // The table and the struct must agree on widths; a mismatch is a bug in this file.
+        static const size_t width[] = {sizeof(int), sizeof(long), sizeof(uint64_t), sizeof(double), sizeof(int)};
+        if (k->type <= T_BOOL && k->size != width[k->type])
+            die("recipe: key %s: table type %s does not match the field", k->name, TYPE_NAME[k->type]);
+        const char *err = set_value(r, k, k->def);
+        if (err) die("recipe: key %s: bad default '%s'", k->name, k->def);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+// Where each key was set, so duplicates, preset conflicts and errors can point at it.
+typedef struct {
+    int set;            // given explicitly (file or override): wins over the preset
+    int line, col;      // 1-based position in the file; 0 = not set in the file
+    int override;       // 1 + index of the last override that set it; 0 = none
+} KeyState;
+
+typedef struct {
+    const char *file;
+    Recipe *r;
+    KeyState *st;
+    yaml_document_t *doc;
+} Loader;
+
+static const char *node_kind(const yaml_node_t *n) {
+    return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a scalar";
+}
+
+static void set_from_node(Loader *L, const Key *k, yaml_node_t *vn) {
+    char b[128];
+    int line = (int)vn->start_mark.line + 1, col = (int)vn->start_mark.column + 1;
+    if (k->type == T_STRLIST && vn->type == YAML_SEQUENCE_NODE) {
+        *(int *)((char *)L->r + k->count_off) = 0;
+        for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top; it++) {
+            yaml_node_t *in = yaml_document_get_node(L->doc, *it);
+            if (in->type != YAML_SCALAR_NODE)
+                die_input("%s:%d:%d: key '%s': expected a list of strings, got %s as an item", L->file,
+                          (int)in->start_mark.line + 1, (int)in->start_mark.column + 1, k->name, node_kind(in));
+            const char *err = list_append(L->r, k, (const char *)in->data.scalar.value, in->data.scalar.length);
+            if (err)
+                die_input("%s:%d:%d: key '%s': expected %s", L->file, (int)in->start_mark.line + 1,
+                          (int)in->start_mark.column + 1, k->name, err);
+        }
+        return;
+    }
+    if (vn->type != YAML_SCALAR_NODE)
+        die_input("%s:%d:%d: key '%s': expected %s, got %s", L->file, line, col, k->name, TYPE_WANT[k->type],
+                  node_kind(vn));
+    const char *s = (const char *)vn->data.scalar.value;
+    if (strlen(s) != vn->data.scalar.length)
+        die_input("%s:%d:%d: key '%s': value contains a NUL byte", L->file, line, col, k->name);
+    const char *want = set_value(L->r, k, s);
+    if (want) die_input("%s:%d:%d: key '%s': expected %s, got %s", L->file, line, col, k->name, want, shown(s, b, sizeof b));
+}
+
+// Walk a mapping, flattening nested maps to dotted keys under `prefix` ("" at the top).
+static void load_mapping(Loader *L, yaml_node_t *map, const char *prefix) {
+    yaml_node_pair_t *start = map->data.mapping.pairs.start, *top = map->data.mapping.pairs.top;
+    for (yaml_node_pair_t *pr = start; pr < top; pr++) {
+        yaml_node_t *kn = yaml_document_get_node(L->doc, pr->key);
+        yaml_node_t *vn = yaml_document_get_node(L->doc, pr->value);
+        int line = (int)kn->start_mark.line + 1, col = (int)kn->start_mark.column + 1;
+        if (kn->type != YAML_SCALAR_NODE)
+            die_input("%s:%d:%d: a key must be a plain name, got %s", L->file, line, col, node_kind(kn));
+        const char *ks = (const char *)kn->data.scalar.value;
+        // Duplicates within one mapping (also catches a repeated section like two `optim:`).
+        for (yaml_node_pair_t *q = start; q < pr; q++) {
+            yaml_node_t *qn = yaml_document_get_node(L->doc, q->key);
+            if (qn->type == YAML_SCALAR_NODE && !strcmp((const char *)qn->data.scalar.value, ks))
+                die_input("%s:%d:%d: duplicate key '%s%s%s' (first given at line %d)", L->file, line, col, prefix,
+                          *prefix ? "." : "", ks, (int)qn->start_mark.line + 1);
+        }
+        char full[256];
+        if (snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", ks) >= (int)sizeof full)
+            die_input("%s:%d:%d: key too long", L->file, line, col);
+        const Key *k = find_key(full);
+        if (k) {
+            KeyState *s = &L->st[k - KEYS];
+            // The same key spelled two ways (`optim: {lr: ..}` and `optim.lr: ..`).
+            if (s->line)
+                die_input("%s:%d:%d: duplicate key '%s' (first given at line %d)", L->file, line, col, full, s->line);
+            set_from_node(L, k, vn);
+            s->set = 1;
+            s->line = line;
+            s->col = col;
+        } else if (is_section(full)) {
+            if (vn->type == YAML_MAPPING_NODE) load_mapping(L, vn, full);
+            else if (vn->type == YAML_SCALAR_NODE && vn->data.scalar.length == 0) continue;  // empty section
+            else
+                die_input("%s:%d:%d: '%s' is a section: expected a mapping of %s.* keys, got %s", L->file, line, col,
+                          full, full, node_kind(vn));
+        } else {
+            char b[160];
+            die_input("%s:%d:%d: unknown key '%s'%s", L->file, line, col, full, suggest(full, b, sizeof b));
+        }
+    }
+}
+
+static void load_file(Loader *L) {
+    FILE *f = fopen(L->file, "rb");
+    if (!f) die_input("cannot read recipe '%s': %s", L->file, strerror(errno));
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) die("out of memory (yaml)");
+    yaml_parser_set_input_file(&parser, f);
+    if (!yaml_parser_load(&parser, &doc)) {
+        yaml_mark_t m = parser.problem_mark;
+        die_input("%s:%d:%d: YAML syntax error: %s%s%s", L->file, (int)m.line + 1, (int)m.column + 1,
+                  parser.problem ? parser.problem : "unknown", parser.context ? " " : "",
+                  parser.context ? parser.context : "");
+    }
+    L->doc = &doc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root) {  // an empty file sets nothing
+        if (root->type == YAML_MAPPING_NODE) load_mapping(L, root, "");
+        else if (!(root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
+            die_input("%s:%d:%d: a recipe must be a mapping of keys (model:, train:, ...), got %s", L->file,
+                      (int)root->start_mark.line + 1, (int)root->start_mark.column + 1, node_kind(root));
+        // A second document would be silently ignored; refuse it instead.
+        yaml_document_t more;
+        if (!yaml_parser_load(&parser, &more))
+            die_input("%s:%d:%d: YAML syntax error: %s", L->file, (int)parser.problem_mark.line + 1,
+                      (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "unknown");
+        int extra = yaml_document_get_root_node(&more) != NULL;
+        int eline = (int)more.start_mark.line + 1;
+        yaml_document_delete(&more);
+        if (extra) die_input("%s:%d:1: a recipe is one YAML document; found a second one", L->file, eline);
+    }
+    L->doc = NULL;
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    fclose(f);
+}
+
+static void apply_override(Loader *L, int idx, const char *o) {
+    const char *eq = strchr(o, '=');
+    if (!eq || eq == o) die_input("override '%s': expected key=value (e.g. optim.lr=3e-4)", o);
+    char name[256];
+    size_t n = (size_t)(eq - o);
+    if (n >= sizeof name) die_input("override '%s': key too long", o);
+    memcpy(name, o, n);
+    name[n] = '\0';
+    const Key *k = find_key(name);
+    if (!k) {
+        char b[160];
+        if (is_section(name)) die_input("override '%s': '%s' is a section; give one of its keys (%s.*)", o, name, name);
+        die_input("override '%s': unknown key '%s'%s", o, name, suggest(name, b, sizeof b));
+    }
+    const char *want = set_value(L->r, k, eq + 1);
+    if (want) die_input("override '%s': expected %s", o, want);
+    L->st[k - KEYS].set = 1;
+    L->st[k - KEYS].override = idx + 1;
+}
+
+// Where key `name` got its value, for messages: "recipe.yml:3:3", "override 'k=v'" or origin.
+static const char *where_set(const Loader *L, const char *name, char **overrides, const char *origin, char *buf,
+                             size_t n) {
+    const Key *k = find_key(name);
+    const KeyState *s = &L->st[k - KEYS];
+    if (s->override) snprintf(buf, n, "override '%s'", overrides[s->override - 1]);
+    else if (s->line) snprintf(buf, n, "%s:%d:%d", L->file, s->line, s->col);
+    else snprintf(buf, n, "%s", origin);
+    return buf;
+}
+
+void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides) {
+    recipe_defaults(r);
+    KeyState st[NKEYS];
+    memset(st, 0, sizeof st);
+    Loader L = {path, r, st, NULL};
+    const char *origin = path ? path : "recipe";
+    if (path) load_file(&L);
+    for (int i = 0; i < n_overrides; i++) apply_override(&L, i, overrides[i]);
+
+    // The preset fills every model dim the user did not give, in the file or an override,
+    // whatever the order: "preset + explicit dims" is how small variants are made.
+    if (r->model_preset[0]) {
+        const ModelPreset *p = model_preset_find(r->model_preset);
+        if (!p) {
+            int np;
+            const ModelPreset *all = model_presets(&np);
+            char names[1024] = "", w[RECIPE_MAX_STR + 64];
+            for (int i = 0; i < np; i++) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", all[i].name);
+            }
+            die_input("%s: unknown model.preset '%s' (valid: %s)",
+                      where_set(&L, "model.preset", overrides, origin, w, sizeof w), r->model_preset, names);
+        }
+#define EXPLICIT(f) (st[find_key("model." #f) - KEYS].set)
+#define FILL(f) if (!EXPLICIT(f)) r->f = p->cfg.f
+        FILL(vocab_size); FILL(d_model); FILL(n_layers); FILL(n_heads); FILL(n_kv_heads); FILL(head_dim);
+        FILL(mlp_hidden); FILL(rope_theta); FILL(rms_eps); FILL(sliding_window); FILL(full_attn_every);
+        // The preset's head_dim belongs to its d_model/n_heads; a new width re-derives it.
+        if (!EXPLICIT(head_dim) && (EXPLICIT(d_model) || EXPLICIT(n_heads))) r->head_dim = 0;
+#undef FILL
+#undef EXPLICIT
+    }
+    // Resolve the "0 = derived" dims so the Recipe (and its dump) shows the real shape.
+    if (r->n_kv_heads == 0) r->n_kv_heads = r->n_heads;
+    if (r->head_dim == 0 && r->n_heads > 0 && r->d_model % r->n_heads == 0) r->head_dim = r->d_model / r->n_heads;
+
+    recipe_validate(r, origin);
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation
+
+ModelConfig recipe_model_config(const Recipe *r) {
+    ModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = r->vocab_size;
+    c.d_model = r->d_model;
+    c.n_layers = r->n_layers;
+    c.n_heads = r->n_heads;
+    c.n_kv_heads = r->n_kv_heads ? r->n_kv_heads : r->n_heads;
+    c.head_dim = r->head_dim;
+    c.mlp_hidden = r->mlp_hidden;
+    c.rope_theta = r->rope_theta;
+    c.rms_eps = r->rms_eps;
+    c.sliding_window = r->sliding_window;
+    c.full_attn_every = r->full_attn_every;
+    model_config_derive(&c);
+    return c;
+}
+
+long recipe_total_steps(const Recipe *r) {
+    if (r->max_steps > 0) return r->max_steps;
+    long long per_step = (long long)r->global_batch * r->seq_len;
+    if (per_step <= 0 || r->max_tokens <= 0) return 0;
+    return (long)((r->max_tokens + per_step - 1) / per_step);
+}
+
+static int one_of(const char *s, const char **set) {
+    for (; *set; set++)
+        if (!strcmp(s, *set)) return 1;
+    return 0;
+}
+
+void recipe_validate(const Recipe *r, const char *origin) {
+    const char *o = origin ? origin : "recipe";
+    if (r->d_model == 0 && r->n_layers == 0 && r->n_heads == 0 && r->mlp_hidden == 0)
+        die_input("%s: model: give model.preset or the dims (model.d_model, model.n_layers, model.n_heads, "
+                  "model.mlp_hidden, ...)", o);
+    if (r->n_kv_heads < 0) die_input("%s: model.n_kv_heads must be >= 0 (0 = n_heads), got %d", o, r->n_kv_heads);
+    if (r->head_dim < 0) die_input("%s: model.head_dim must be >= 0 (0 = d_model / n_heads), got %d", o, r->head_dim);
+    ModelConfig mc = recipe_model_config(r);
+    const char *err = model_config_check(&mc);
+    if (err) die_input("%s: model: %s", o, err);
+
+    if (r->seq_len <= 0) die_input("%s: train.seq_len must be > 0, got %d", o, r->seq_len);
+    if (r->global_batch <= 0) die_input("%s: train.global_batch must be > 0, got %d", o, r->global_batch);
+    if (r->micro_batch <= 0) die_input("%s: train.micro_batch must be > 0, got %d", o, r->micro_batch);
+    if (r->global_batch % r->micro_batch != 0)
+        die_input("%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d)", o, r->global_batch,
+                  r->micro_batch);
+    if (r->max_steps < 0) die_input("%s: train.max_steps must be >= 0, got %ld", o, r->max_steps);
+    if (r->max_tokens < 0) die_input("%s: train.max_tokens must be >= 0, got %ld", o, r->max_tokens);
+    if (r->max_steps == 0 && r->max_tokens == 0)
+        die_input("%s: train: give train.max_steps or train.max_tokens (> 0)", o);
+    if (!(r->z_loss >= 0)) die_input("%s: train.z_loss must be >= 0 (0 = off), got %g", o, r->z_loss);
+    if (!r->run_dir[0]) die_input("%s: train.run_dir must not be empty", o);
+    if (r->log_every <= 0) die_input("%s: train.log_every must be > 0, got %d", o, r->log_every);
+
+    if (!(r->lr >= 0)) die_input("%s: optim.lr must be >= 0, got %g", o, r->lr);
+    if (!(r->beta1 >= 0 && r->beta1 < 1)) die_input("%s: optim.beta1 must be in [0, 1), got %g", o, r->beta1);
+    if (!(r->beta2 >= 0 && r->beta2 < 1)) die_input("%s: optim.beta2 must be in [0, 1), got %g", o, r->beta2);
+    if (!(r->eps > 0)) die_input("%s: optim.eps must be > 0, got %g", o, r->eps);
+    if (!(r->weight_decay >= 0)) die_input("%s: optim.weight_decay must be >= 0, got %g", o, r->weight_decay);
+    if (!(r->max_grad_norm >= 0))
+        die_input("%s: optim.max_grad_norm must be >= 0 (0 = off), got %g", o, r->max_grad_norm);
+    if (!(r->skip_step_sigma > 0)) die_input("%s: optim.skip_step_sigma must be > 0, got %g", o, r->skip_step_sigma);
+    if (r->skip_step_window <= 1)
+        die_input("%s: optim.skip_step_window must be > 1, got %d", o, r->skip_step_window);
+
+    if (!one_of(r->schedule, SCHEDULES))
+        die_input("%s: schedule.name must be one of cosine, linear, constant, wsd; got '%s'", o, r->schedule);
+    if (r->warmup_steps < 0) die_input("%s: schedule.warmup_steps must be >= 0, got %ld", o, r->warmup_steps);
+    if (!(r->alpha_f >= 0 && r->alpha_f <= 1)) die_input("%s: schedule.alpha_f must be in [0, 1], got %g", o, r->alpha_f);
+    if (r->decay_steps < 0) die_input("%s: schedule.decay_steps must be >= 0, got %ld", o, r->decay_steps);
+    if (!strcmp(r->schedule, "wsd")) {
+        long total = recipe_total_steps(r);
+        if (r->decay_steps <= 0) die_input("%s: schedule.name wsd needs schedule.decay_steps > 0", o);
+        if (r->warmup_steps + r->decay_steps > total)
+            die_input("%s: schedule.warmup_steps + schedule.decay_steps (%ld) exceed the %ld training steps", o,
+                      r->warmup_steps + r->decay_steps, total);
+    }
+
+    if (r->n_paths <= 0) die_input("%s: data.paths: give at least one token file", o);
+    for (int i = 0; i < r->n_paths; i++)
+        if (!r->paths[i][0]) die_input("%s: data.paths: item %d is empty", o, i + 1);
+    if (!one_of(r->data_order, ORDERS))
+        die_input("%s: data.order must be sequential or shuffle; got '%s'", o, r->data_order);
+
+    if (!(r->peak_flops >= 0)) die_input("%s: perf.peak_flops must be >= 0 (0 = measure), got %g", o, r->peak_flops);
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+char *recipe_to_yaml(const Recipe *r) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) die("out of memory (recipe_to_yaml)");
+    fprintf(f, "# olmo.c recipe, resolved: every key (`olmo train --help` explains them)\n");
+    char section[64] = "", v[RECIPE_MAX_STR + 64];
+    for (int i = 0; i < NKEYS; i++) {
+        const Key *k = &KEYS[i];
+        const char *dot = strchr(k->name, '.');
+        size_t sl = (size_t)(dot - k->name);
+        if (strlen(section) != sl || strncmp(section, k->name, sl)) {
+            snprintf(section, sizeof section, "%.*s", (int)sl, k->name);
+            fprintf(f, "%s:\n", section);
+        }
+        fprintf(f, "  %s:", dot + 1);
+        if (k->type == T_STRLIST) {
+            int count = *(const int *)((const char *)r + k->count_off);
+            const char *items = (const char *)r + k->off;
+            if (!count) fprintf(f, " []");
+            for (int j = 0; j < count; j++) {
+                fprintf(f, "\n    - ");
+                put_quoted(f, items + (size_t)j * RECIPE_MAX_STR);
+            }
+        } else if (k->type == T_STR) {
+            fputc(' ', f);
+            put_quoted(f, (const char *)r + k->off);
+        } else {
+            fmt_scalar(r, k, v, sizeof v);
+            fprintf(f, " %s", v);
+        }
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) die("out of memory (recipe_to_yaml)");
+    return buf;
+}
+
+void recipe_print_keys(void) {
+    Recipe d;
+    recipe_defaults(&d);
+    printf("Recipe keys (YAML: nested maps flatten to dotted keys; override with key=value):\n");
+    printf("  %-24s %-12s %-14s %s\n", "key", "type", "default", "meaning");
+    char v[RECIPE_MAX_STR + 64];
+    for (int i = 0; i < NKEYS; i++) {
+        const Key *k = &KEYS[i];
+        if (k->type == T_STRLIST) snprintf(v, sizeof v, "[%s]", k->def);
+        else if (k->type == T_STR) snprintf(v, sizeof v, "\"%s\"", k->def);
+        else fmt_scalar(&d, k, v, sizeof v);
+        printf("  %-24s %-12s %-14s %s\n", k->name, TYPE_NAME[k->type], v, k->help);
+    }
+    int np;
+    const ModelPreset *p = model_presets(&np);
+    printf("\nModel presets (model.preset):\n");
+    for (int i = 0; i < np; i++) printf("  %-12s %s\n", p[i].name, p[i].about);
+}
