@@ -1,0 +1,54 @@
+// safetensors.h: read and write safetensors files (8-byte LE header length, JSON header
+// {name: {dtype, shape, data_offsets}}, optional "__metadata__", raw LE data).
+// The reader validates everything against the file size before any data is touched, so
+// a truncated or hostile file is refused with a message, never read out of bounds.
+#ifndef OLMO_SAFETENSORS_H
+#define OLMO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;
+    char dtype[8];          // F32, F16, BF16, F64, I32, I64, U32, U8, ...
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    size_t begin, end;      // byte range relative to the data section
+} StTensor;
+
+typedef struct {
+    char *path;
+    int n;
+    StTensor *t;
+    char *metadata_json;    // the "__metadata__" object as JSON text, or NULL
+    const uint8_t *data;    // mmap'd data section
+    void *map;
+    size_t map_len;
+} StFile;
+
+// Open and validate. Returns 0, or -1 with a message in err.
+int st_open(StFile *f, const char *path, char *err, size_t errlen);
+void st_close(StFile *f);
+const StTensor *st_find(const StFile *f, const char *name);
+size_t st_numel(const StTensor *t);
+// Copy a tensor into dst as fp32 (F32 copied; BF16, F16 and F64 converted). Returns 0, or
+// -1 if the dtype cannot convert to float.
+int st_read_f32(const StFile *f, const StTensor *t, float *dst);
+
+typedef struct {
+    const char *name;
+    const char *dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    const void *data;
+    size_t nbytes;
+} StWrite;
+
+// Write tensors (in the given order) to path atomically: temp file, fsync, rename.
+// metadata may be NULL or a JSON object text of string values. Returns 0 or -1 (errno).
+int st_write(const char *path, const StWrite *ts, int n, const char *metadata);
+size_t st_dtype_size(const char *dtype);   // 0 if unknown
+
+#endif

@@ -1,0 +1,142 @@
+// optim.c: see optim.h.
+#include "train/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/common.h"
+
+double schedule_lr(const Schedule *s, long step) {
+    if (step < s->warmup) return s->peak * (double)step / (double)s->warmup;
+    double end = s->alpha_f * s->peak;
+    if (!strcmp(s->name, "constant")) return s->peak;
+    if (!strcmp(s->name, "wsd")) {
+        long decay_start = s->max_steps - s->decay_steps;
+        if (decay_start < s->warmup) decay_start = s->warmup;
+        if (step <= decay_start) return s->peak;
+        double frac = (double)(step - decay_start) / (double)(s->max_steps - decay_start);
+        if (frac > 1) frac = 1;
+        return s->peak - (s->peak - end) * frac;
+    }
+    long span = s->max_steps - s->warmup;
+    double frac = span > 0 ? (double)(step - s->warmup) / (double)span : 1.0;
+    if (frac > 1) frac = 1;
+    if (!strcmp(s->name, "linear")) return s->peak - (s->peak - end) * frac;
+    // cosine
+    return end + (s->peak - end) * (1.0 + cos(M_PI * frac)) / 2.0;
+}
+
+void adamw_init(AdamW *o, const ParamTable *t, double beta1, double beta2, double eps, double wd, int decay_embedding) {
+    memset(o, 0, sizeof *o);
+    o->table = t;
+    o->m = xmalloc_aligned(sizeof(float) * t->total);
+    o->v = xmalloc_aligned(sizeof(float) * t->total);
+    memset(o->m, 0, sizeof(float) * t->total);
+    memset(o->v, 0, sizeof(float) * t->total);
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = wd;
+    o->decay_embedding = decay_embedding;
+}
+
+void adamw_free(AdamW *o) {
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+void adamw_apply(AdamW *o, float *params, const float *grads, double lr) {
+    o->step++;
+    for (int i = 0; i < o->table->n; i++) {
+        const ParamInfo *p = &o->table->p[i];
+        double wd = (p->kind == PARAM_EMBEDDING && !o->decay_embedding) ? 0.0 : o->weight_decay;
+        adamw_update(params + p->offset, o->m + p->offset, o->v + p->offset, grads + p->offset, p->numel,
+                     (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd, (int)o->step);
+    }
+}
+
+double clip_grad_norm(float *grads, size_t n, double max_norm) {
+    double norm = sqrt(sumsq(grads, n));
+    if (max_norm > 0) {
+        double coef = max_norm / (norm + 1e-6);
+        if (coef < 1.0) scale_inplace(grads, (float)coef, n);
+    }
+    return norm;
+}
+
+void skipstep_init(SkipStep *s, int window, double sigma) {
+    memset(s, 0, sizeof *s);
+    s->window = window < 1 ? 1 : (window > SKIP_MAX_WINDOW ? SKIP_MAX_WINDOW : window);
+    s->sigma = sigma;
+}
+
+static void mean_std(const double *x, int n, double *mean, double *std) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m += x[i];
+    m /= n;
+    double v = 0;
+    for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *std = n > 1 ? sqrt(v / (n - 1)) : 0.0;   // unbiased, as torch.std_mean
+}
+
+int skipstep_check(SkipStep *s, double loss, double grad_norm) {
+    if (s->n == s->window + 1) {
+        memmove(s->loss, s->loss + 1, sizeof(double) * (size_t)s->window);
+        memmove(s->gnorm, s->gnorm + 1, sizeof(double) * (size_t)s->window);
+        s->n--;
+    }
+    s->loss[s->n] = loss;
+    s->gnorm[s->n] = grad_norm;
+    s->n++;
+    int need = s->window / 2 > 2 ? s->window / 2 : 2;
+    if (s->n < need) return 0;
+    // A non-finite loss or norm is always skipped: the update would poison the weights.
+    if (!isfinite(loss) || !isfinite(grad_norm)) return 1;
+    double lm, ls, gm, gs;
+    mean_std(s->loss, s->n - 1, &lm, &ls);
+    mean_std(s->gnorm, s->n - 1, &gm, &gs);
+    return (loss - lm) > s->sigma * ls || (grad_norm - gm) > s->sigma * gs;
+}
+
+void gradacc_init(GradAcc *g, size_t n) {
+    memset(g, 0, sizeof *g);
+    g->n = n;
+}
+
+void gradacc_free(GradAcc *g) {
+    for (int i = 0; i < g->nbuf; i++) free(g->buf[i]);
+    memset(g, 0, sizeof *g);
+}
+
+void gradacc_reset(GradAcc *g) { g->depth = 0; }
+
+float *gradacc_slot(GradAcc *g) {
+    // The stack uses buf[0..depth-1]; the slot is buf[depth] (allocated on first use).
+    if (g->depth >= GRADACC_MAX_LEVELS) die("gradient accumulation: too many micro-batches");
+    while (g->nbuf <= g->depth) g->buf[g->nbuf++] = xmalloc_aligned(sizeof(float) * g->n);
+    return g->buf[g->depth];
+}
+
+void gradacc_push(GradAcc *g) {
+    g->span[g->depth] = 1;
+    g->depth++;
+    while (g->depth >= 2 && g->span[g->depth - 1] == g->span[g->depth - 2]) {
+        add_inplace(g->buf[g->depth - 2], g->buf[g->depth - 1], g->n);
+        g->span[g->depth - 2] *= 2;
+        g->depth--;
+    }
+}
+
+float *gradacc_finish(GradAcc *g) {
+    if (g->depth == 0) die("gradient accumulation: no micro-batch pushed");
+    for (int i = g->depth - 1; i >= 1; i--) {
+        add_inplace(g->buf[i - 1], g->buf[i], g->n);
+        g->span[i - 1] += g->span[i];
+    }
+    g->depth = 1;
+    return g->buf[0];
+}

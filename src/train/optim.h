@@ -1,0 +1,82 @@
+// optim.h: the OLMo 3 optimizer: LR schedules, global-norm clipping, AdamW over the
+// parameter table (decay on every tensor but the embedding by default), the skip-step
+// guard (OLMo-core SkipStepOptimizer semantics) and the deterministic gradient
+// accumulator (a fixed pairwise tree over micro-batches).
+#ifndef OLMO_OPTIM_H
+#define OLMO_OPTIM_H
+
+#include <stddef.h>
+
+#include "model/params.h"
+
+// ---- LR schedules; steps count from 1 (the first update is step 1) ------------------------
+// warmup (all): step < warmup: peak * step / warmup.
+// cosine: eta_min + (peak - eta_min) * (1 + cos(pi * (step-warmup) / (max_steps-warmup))) / 2, eta_min = alpha_f*peak
+// linear: peak - (peak - alpha_f*peak) * (step-warmup) / (max_steps-warmup)
+// constant: peak
+// wsd: peak until max_steps - decay_steps, then linear to alpha_f*peak at max_steps
+typedef struct {
+    char name[16];
+    double peak;
+    long warmup, max_steps, decay_steps;
+    double alpha_f;
+} Schedule;
+double schedule_lr(const Schedule *s, long step);
+
+// ---- AdamW ---------------------------------------------------------------------------------
+typedef struct {
+    const ParamTable *table;
+    float *m, *v;           // flat, table->total floats
+    long step;              // updates applied so far (Adam's t before this update)
+    double beta1, beta2, eps, weight_decay;
+    int decay_embedding;
+} AdamW;
+
+void adamw_init(AdamW *o, const ParamTable *t, double beta1, double beta2, double eps, double wd, int decay_embedding);
+void adamw_free(AdamW *o);
+// One update of every tensor with learning rate lr (grads already clipped).
+void adamw_apply(AdamW *o, float *params, const float *grads, double lr);
+
+// Global L2 norm of the gradients (double, deterministic); if max_norm > 0 scales them by
+// min(1, max_norm / (norm + 1e-6)) as torch.nn.utils.clip_grad_norm_. Returns the norm.
+double clip_grad_norm(float *grads, size_t n, double max_norm);
+
+// ---- skip-step -------------------------------------------------------------------------------
+// History of the last window+1 losses and grad norms (the newest included). Once it holds
+// max(2, window/2) values, a step is skipped when loss or grad norm exceeds the mean of the
+// previous ones by more than sigma (unbiased) standard deviations. Skipped steps stay in
+// the history, as in OLMo-core.
+#define SKIP_MAX_WINDOW 1024
+typedef struct {
+    int window;
+    double sigma;
+    int n;                  // values held (<= window+1), oldest first
+    double loss[SKIP_MAX_WINDOW + 1], gnorm[SKIP_MAX_WINDOW + 1];
+} SkipStep;
+void skipstep_init(SkipStep *s, int window, double sigma);
+// Record this step's loss and grad norm; returns 1 if the update must be skipped.
+int skipstep_check(SkipStep *s, double loss, double grad_norm);
+
+// ---- deterministic gradient accumulation ------------------------------------------------------
+// Micro-batch gradients are computed into fresh buffers and combined in a binary-counter
+// tree: two partial sums merge whenever they cover equal spans. For a power-of-two count
+// the tree is the same however the micro-batches are spread over ranks.
+#define GRADACC_MAX_LEVELS 32
+typedef struct {
+    size_t n;
+    int depth;                          // partial sums on the stack
+    float *buf[GRADACC_MAX_LEVELS + 1]; // pool; stack entries point into it
+    long span[GRADACC_MAX_LEVELS + 1];
+    int nbuf;
+} GradAcc;
+void gradacc_init(GradAcc *g, size_t n);
+void gradacc_free(GradAcc *g);
+void gradacc_reset(GradAcc *g);
+// Buffer the next micro-batch's gradient is written into (fully overwritten by the model).
+float *gradacc_slot(GradAcc *g);
+// Commit the slot just written and merge equal spans.
+void gradacc_push(GradAcc *g);
+// Fold the remaining partial sums (newest into older, fixed order); returns the total.
+float *gradacc_finish(GradAcc *g);
+
+#endif

@@ -1,0 +1,173 @@
+// tool_parity_dump.c: runs the C model and trainer step on the tiny config and writes
+// what tests/ref/check_parity.py compares against the independent PyTorch reference:
+// config.json, init.safetensors, batch.safetensors, step0.safetensors (logits and
+// gradients of the first batch), final.safetensors (parameters after `steps` updates)
+// and metrics.json. Usage: tool_parity_dump OUTDIR [key=value ...] (keys below).
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "train/step.h"
+#include "util/common.h"
+
+static void write_params(const char *path, const ParamTable *t, const float *base, const char *prefix) {
+    StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
+    char (*names)[128] = xcalloc((size_t)t->n, 128);
+    for (int i = 0; i < t->n; i++) {
+        snprintf(names[i], 128, "%s%s", prefix, t->p[i].name);
+        w[i].name = names[i];
+        w[i].dtype = "F32";
+        w[i].ndim = t->p[i].ndim;
+        w[i].shape[0] = t->p[i].shape[0];
+        w[i].shape[1] = t->p[i].shape[1];
+        w[i].data = base + t->p[i].offset;
+        w[i].nbytes = t->p[i].numel * sizeof(float);
+    }
+    if (st_write(path, w, t->n, NULL) != 0) die("cannot write %s", path);
+    free(w);
+    free(names);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: tool_parity_dump OUTDIR [z_loss=X max_grad_norm=X schedule=S micro_batch=N steps=N lr=X seed=N]\n");
+        return 2;
+    }
+    const char *out = argv[1];
+    const ModelPreset *pre = model_preset_find("olmo3-tiny");
+    ModelConfig cfg = pre->cfg;
+    model_config_derive(&cfg);
+    int T = 32, GB = 4, MB = 2, steps = 5;
+    double z_loss = 1e-5, lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, clip = 0.5, alpha_f = 0.1;
+    long warmup = 2;
+    char sched[16] = "cosine";
+    unsigned long long seed = 1234;
+    for (int i = 2; i < argc; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq) die_input("bad argument '%s' (expected key=value)", argv[i]);
+        *eq = 0;
+        const char *k = argv[i], *v = eq + 1;
+        if (!strcmp(k, "z_loss")) z_loss = atof(v);
+        else if (!strcmp(k, "max_grad_norm")) clip = atof(v);
+        else if (!strcmp(k, "schedule")) snprintf(sched, sizeof sched, "%s", v);
+        else if (!strcmp(k, "micro_batch")) MB = atoi(v);
+        else if (!strcmp(k, "steps")) steps = atoi(v);
+        else if (!strcmp(k, "lr")) lr = atof(v);
+        else if (!strcmp(k, "seed")) seed = strtoull(v, NULL, 10);
+        else die_input("unknown key '%s'", k);
+    }
+    mkdir_p(out);
+
+    Model m;
+    model_create(&m, &cfg, GB, T);
+    param_init(&m.table, m.params, seed);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/init.safetensors", out);
+    write_params(path, &m.table, m.params, "");
+
+    // Batches: random tokens (seeded LCG), labels = next token, last position and a few
+    // others masked with -100.
+    size_t per = (size_t)GB * T;
+    int32_t *inputs = xmalloc(sizeof(int32_t) * per * steps), *labels = xmalloc(sizeof(int32_t) * per * steps);
+    unsigned long long s = seed * 2654435761ULL + 1;
+    for (size_t i = 0; i < per * steps; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        inputs[i] = (int32_t)((s >> 33) % (unsigned)cfg.vocab_size);
+    }
+    for (size_t i = 0; i < per * steps; i++) {
+        size_t t = i % T;
+        labels[i] = t + 1 < (size_t)T ? inputs[i + 1] : -100;
+        if ((i * 7) % 23 == 0) labels[i] = -100;
+    }
+    StWrite bw[2] = {{"input_ids", "I32", 3, {steps, GB, T}, inputs, sizeof(int32_t) * per * steps},
+                     {"labels", "I32", 3, {steps, GB, T}, labels, sizeof(int32_t) * per * steps}};
+    snprintf(path, sizeof path, "%s/batch.safetensors", out);
+    if (st_write(path, bw, 2, NULL) != 0) die("cannot write %s", path);
+
+    // Step-0 logits over the whole global batch (forward only).
+    float *logits = xmalloc(sizeof(float) * per * cfg.padded_vocab);
+    model_forward_backward(&m, inputs, labels, GB, T, (float)z_loss, 1.0f, NULL, logits, NULL);
+
+    TrainCore tc = {0};
+    tc.model = &m;
+    adamw_init(&tc.opt, &m.table, b1, b2, eps, wd, 0);
+    gradacc_init(&tc.acc, m.table.total);
+    tc.max_grad_norm = clip;
+    tc.z_loss = (float)z_loss;
+    snprintf(tc.sched.name, sizeof tc.sched.name, "%s", sched);
+    tc.sched.peak = lr;
+    tc.sched.warmup = warmup;
+    tc.sched.max_steps = steps;
+    tc.sched.alpha_f = alpha_f;
+    float *grads0 = xmalloc(sizeof(float) * m.table.total);
+    cJSON *metrics = cJSON_CreateArray();
+    for (int st = 0; st < steps; st++) {
+        StepResult r = train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, st == 0 ? grads0 : NULL);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "step", st + 1);
+        cJSON_AddNumberToObject(o, "loss", r.loss);
+        cJSON_AddNumberToObject(o, "ce", r.ce);
+        cJSON_AddNumberToObject(o, "z_loss", r.z_loss);
+        cJSON_AddNumberToObject(o, "grad_norm", r.grad_norm);
+        cJSON_AddNumberToObject(o, "lr", r.lr);
+        cJSON_AddItemToArray(metrics, o);
+    }
+
+    // step0.safetensors: logits + grad.<name>
+    StWrite *w = xcalloc((size_t)m.table.n + 1, sizeof(StWrite));
+    char (*names)[128] = xcalloc((size_t)m.table.n, 128);
+    w[0] = (StWrite){"logits", "F32", 3, {GB, T, cfg.padded_vocab}, logits, sizeof(float) * per * cfg.padded_vocab};
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamInfo *p = &m.table.p[i];
+        snprintf(names[i], 128, "grad.%s", p->name);
+        w[i + 1] = (StWrite){names[i], "F32", p->ndim, {p->shape[0], p->shape[1]}, grads0 + p->offset, p->numel * sizeof(float)};
+    }
+    snprintf(path, sizeof path, "%s/step0.safetensors", out);
+    if (st_write(path, w, m.table.n + 1, NULL) != 0) die("cannot write %s", path);
+    snprintf(path, sizeof path, "%s/final.safetensors", out);
+    write_params(path, &m.table, m.params, "");
+
+    char *mj = cJSON_Print(metrics);
+    snprintf(path, sizeof path, "%s/metrics.json", out);
+    write_file_atomic(path, mj, strlen(mj));
+
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "vocab_size", cfg.vocab_size);
+    cJSON_AddNumberToObject(c, "padded_vocab", cfg.padded_vocab);
+    cJSON_AddNumberToObject(c, "d_model", cfg.d_model);
+    cJSON_AddNumberToObject(c, "n_layers", cfg.n_layers);
+    cJSON_AddNumberToObject(c, "n_heads", cfg.n_heads);
+    cJSON_AddNumberToObject(c, "n_kv_heads", cfg.n_kv_heads);
+    cJSON_AddNumberToObject(c, "head_dim", cfg.head_dim);
+    cJSON_AddNumberToObject(c, "mlp_hidden", cfg.mlp_hidden);
+    cJSON_AddNumberToObject(c, "rope_theta", cfg.rope_theta);
+    cJSON_AddNumberToObject(c, "rms_eps", cfg.rms_eps);
+    cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+    for (int l = 0; l < cfg.n_layers; l++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(model_layer_is_sliding(&cfg, l) ? "sliding_attention" : "full_attention"));
+    cJSON_AddNumberToObject(c, "sliding_window", cfg.sliding_window);
+    cJSON_AddNumberToObject(c, "seq_len", T);
+    cJSON_AddNumberToObject(c, "global_batch", GB);
+    cJSON_AddNumberToObject(c, "micro_batch", MB);
+    cJSON_AddNumberToObject(c, "steps", steps);
+    cJSON_AddNumberToObject(c, "z_loss", z_loss);
+    cJSON_AddNumberToObject(c, "lr", lr);
+    cJSON_AddNumberToObject(c, "beta1", b1);
+    cJSON_AddNumberToObject(c, "beta2", b2);
+    cJSON_AddNumberToObject(c, "eps", eps);
+    cJSON_AddNumberToObject(c, "weight_decay", wd);
+    cJSON_AddBoolToObject(c, "decay_embedding", 0);
+    cJSON_AddNumberToObject(c, "max_grad_norm", clip);
+    cJSON_AddStringToObject(c, "schedule", sched);
+    cJSON_AddNumberToObject(c, "warmup_steps", (double)warmup);
+    cJSON_AddNumberToObject(c, "max_steps", steps);
+    cJSON_AddNumberToObject(c, "alpha_f", alpha_f);
+    char *cj = cJSON_Print(c);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    write_file_atomic(path, cj, strlen(cj));
+    printf("wrote %s (loss step1 %.6f)\n", out, cJSON_GetObjectItem(cJSON_GetArrayItem(metrics, 0), "loss")->valuedouble);
+    return 0;
+}
