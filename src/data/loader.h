@@ -1,0 +1,74 @@
+// loader.h: the data loader. OLMo-core fixed-sequence-length semantics: every token file
+// is cut into consecutive instances of exactly seq_len tokens (tails dropped); instance i
+// is the i-th chunk of the files' concatenation in recipe order (never crossing a file).
+// The global order is OLMo-core's: numpy PCG64(seed + epoch).shuffle(arange(N)) (see
+// pcg64.h), cut into global batches of global_batch instances. Inside a global batch,
+// micro-batch j holds instances j*micro_batch .. j*micro_batch+micro_batch-1 of that order
+// and rank r of W owns a contiguous block of micro-batches, so the content of every global
+// batch (and of every micro-batch) is independent of the world size.
+// Mixtures choose the instance set from named sources with target token shares.
+// Every served instance is accounted for (coverage, repeats, rank overlap, resume gaps).
+#ifndef OLMO_LOADER_H
+#define OLMO_LOADER_H
+
+#include <stdint.h>
+
+typedef struct cJSON cJSON;
+typedef struct Loader Loader;
+
+#define LOADER_MAX_SOURCES 64
+
+typedef struct {
+    char name[64];
+    int n_files;
+    char **files;           // token files (globs already expanded, sorted)
+    double share;           // target share of tokens (normalized over sources); <= 0 = natural
+    double max_repeat;      // cap on how many times an instance may repeat per epoch (0 = no cap)
+} LoaderSource;
+
+typedef struct {
+    int n_sources;
+    LoaderSource sources[LOADER_MAX_SOURCES];
+    int seq_len;
+    int global_batch;       // instances per optimizer step (all ranks)
+    int micro_batch;        // instances per micro-batch
+    int vocab_size;         // ids >= this are an error
+    uint64_t seed;          // order seed; epoch e uses seed + e
+    int shuffle;            // 0 = sequential order (instance i at position i)
+    int world_size, rank;
+    int debug_double_shard; // reproduce the double-sharding bug (OLMO3.md s.7); tests only
+    int prefetch;           // background thread prepares the next batch
+} LoaderConfig;
+
+typedef struct {
+    uint64_t seed;
+    uint64_t epoch;
+    uint64_t batches_processed;   // global batches served since the start of training
+    uint64_t tokens_processed;
+    char fingerprint[65];         // hex sha256 over (file names, sizes, seq_len, mixture)
+} LoaderState;
+
+// Build the instance set (mixture) and open the files. Bad input (missing file, size not
+// a multiple of 4, no full instance, unknown source...): message naming it, exit 2.
+Loader *loader_create(const LoaderConfig *cfg);
+void loader_free(Loader *l);
+
+uint64_t loader_num_instances(const Loader *l);         // instances per epoch (after mixing)
+uint64_t loader_batches_per_epoch(const Loader *l);
+
+// This rank's share of the next global batch: (global_batch / world_size) instances, as
+// inputs (n, seq_len) and targets (n, seq_len): targets are inputs shifted by one, the
+// last position masked (-100). Advances the state.
+void loader_next_batch(Loader *l, int32_t *inputs, int32_t *targets);
+
+void loader_get_state(const Loader *l, LoaderState *s);
+// Continue from a saved state. A fingerprint mismatch (changed dataset) is an error (exit 2)
+// unless force. world_size and global_batch may differ from the run that saved it.
+void loader_set_state(Loader *l, const LoaderState *s, int force);
+
+// Accounting: add loader fields to a metrics object (coverage of the epoch, repeats beyond
+// what the mixture asked, rank overlaps, resume gaps, loader instances/s) and return the
+// number of alarms raised since the last call (each also printed as a warning line).
+int loader_metrics(Loader *l, cJSON *obj);
+
+#endif
