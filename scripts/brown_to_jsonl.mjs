@@ -115,10 +115,16 @@ function main() {
   let docs = 0;
   for (const [cat, lines] of byCat) {
     const dst = path.join(outdir, `${cat}.jsonl`);
-    const tmp = `${dst}.tmp.${process.pid}`;
-    fs.writeFileSync(tmp, lines.join("\n") + "\n");
-    fs.renameSync(tmp, dst);
+    const data = lines.join("\n") + "\n";
     docs += lines.length;
+    // An unchanged file is not rewritten: its mtime stays, so `olmo prepare` can see that
+    // its outputs are up to date.
+    let same = false;
+    try { same = fs.readFileSync(dst, "utf8") === data; } catch { same = false; }
+    if (same) continue;
+    const tmp = `${dst}.tmp.${process.pid}`;
+    fs.writeFileSync(tmp, data);
+    fs.renameSync(tmp, dst);
   }
   console.error(`brown_to_jsonl: ${docs} documents in ${byCat.size} categories -> ${outdir}`);
   return 0;

@@ -575,10 +575,12 @@ int cmd_prepare(int argc, char **argv) {
     int *redo = xcalloc(nin, sizeof *redo);
     Progress total = {.t0 = now_seconds()};
     int64_t total_empty = 0, total_bad = 0, total_docs = 0, total_tokens = 0;
+    int n_up_to_date = 0;
     for (int i = 0; i < nin; i++) {
         const Input *in = &ins[i];
         if (!force && source_up_to_date(old, in, &o)) {
             fprintf(stderr, "prepare [%d/%d] %s: up to date, skipped (--force to redo)\n", i + 1, nin, in->source);
+            n_up_to_date++;
             continue;
         }
         redo[i] = 1;
@@ -719,8 +721,8 @@ int cmd_prepare(int argc, char **argv) {
     cJSON_Delete(old);
 
     double dt = now_seconds() - total.t0;
-    fprintf(stderr, "prepare: %lld documents, %lld tokens, %.2f MB text in %.2f s (%.2f MB/s, %d threads)%s -> %s\n",
-            (long long)total_docs, (long long)total_tokens, total.text_bytes / 1e6, dt,
+    fprintf(stderr, "prepare: %d sources prepared, %d up to date: %lld documents, %lld tokens, %.2f MB text in %.2f s (%.2f MB/s, %d threads)%s -> %s\n",
+            nin - n_up_to_date, n_up_to_date, (long long)total_docs, (long long)total_tokens, total.text_bytes / 1e6, dt,
             dt > 0 ? total.text_bytes / 1e6 / dt : 0.0, nthreads,
             total_empty || total_bad ? " (some documents skipped, see above)" : "", manifest_path);
     for (int i = 0; i < nin; i++) {
