@@ -28,6 +28,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "data/manifest.h"
 #include "data/tokenizer.h"
 #include "util/common.h"
 
@@ -473,7 +474,8 @@ static void usage(FILE *f) {
         "  --threads N           tokenizer threads (default: all cores; output is identical)\n"
         "  --tokenizer PATH      tokenizer.json (default: $OLMO_TOKENIZER or %s)\n"
         "  --skip-bad            skip (and count) malformed records instead of failing\n"
-        "  --force               redo sources whose outputs are up to date\n",
+        "  --force               redo sources whose outputs are up to date\n"
+        "or:    olmo prepare --list OUTDIR   (the outputs recorded in OUTDIR/manifest.json)\n",
         TOKENIZER_DEFAULT_PATH);
 }
 
@@ -481,8 +483,26 @@ static int cmp_input(const void *a, const void *b) {
     return strcmp(((const Input *)a)->source, ((const Input *)b)->source);
 }
 
+// `olmo prepare --list OUTDIR`: prints the manifest through the reader API (manifest.h).
+static int list_manifest(const char *dir) {
+    Manifest *m = manifest_load(dir);
+    printf("# tokenizer %s (sha256 %.16s...), eos %u\n", m->tokenizer_path, m->tokenizer_fingerprint, m->eos_id);
+    printf("%-20s %-8s %10s %12s %12s  %s\n", "source", "split", "documents", "tokens", "utf8_bytes", "path");
+    for (int i = 0; i < m->n_outputs; i++) {
+        const ManifestOutput *o = &m->outputs[i];
+        printf("%-20s %-8s %10lld %12lld %12lld  %s\n", o->source, o->split, (long long)o->documents,
+               (long long)o->tokens, (long long)o->utf8_bytes, o->full_path);
+    }
+    manifest_free(m);
+    return 0;
+}
+
 int cmd_prepare(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
+    if (argc >= 2 && !strcmp(argv[1], "--list")) {
+        if (argc != 3) die_input("usage: olmo prepare --list OUTDIR");
+        return list_manifest(argv[2]);
+    }
     const char *outdir = NULL, *tok_arg = NULL;
     double frac = 0.05;
     uint64_t seed = 0;
