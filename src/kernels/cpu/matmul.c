@@ -1,23 +1,47 @@
-// matmul.c: nn.Linear (no bias) forward/backward on OpenBLAS sgemm.
-// OpenBLAS splits sgemm work over M/N tiles, never over K, so each output element's sum
-// has the same order at any thread count (checked by tests/test_determinism.sh).
+// matmul.c: nn.Linear (no bias) forward/backward on OpenBLAS sgemm, made deterministic.
+// A multi-threaded OpenBLAS sgemm tiles its output by thread count, and elements on a
+// different tile edge get a different summation order (tests/test_kernels.c caught it).
+// So we split the output ourselves into fixed blocks of BLOCK rows (or columns, along
+// the larger output dimension) and run one single-threaded sgemm per block inside an
+// OpenMP loop (OpenBLAS runs single-threaded inside a parallel region). The blocking does
+// not depend on the thread count, so neither does any result.
 #include <cblas.h>
 
 #include "kernels/kernels.h"
 
+#define BLOCK 128
+
+// C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, row-major.
+static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M >= N) {
+        int nb = (M + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int b = 0; b < nb; b++) {
+            int i0 = b * BLOCK, m = M - i0 < BLOCK ? M - i0 : BLOCK;
+            const float *Ab = ta == CblasNoTrans ? A + (size_t)i0 * lda : A + i0;
+            cblas_sgemm(CblasRowMajor, ta, tb, m, N, K, 1.0f, Ab, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
+        }
+    } else {
+        int nb = (N + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int b = 0; b < nb; b++) {
+            int j0 = b * BLOCK, n = N - j0 < BLOCK ? N - j0 : BLOCK;
+            const float *Bb = tb == CblasTrans ? B + (size_t)j0 * ldb : B + j0;
+            cblas_sgemm(CblasRowMajor, ta, tb, M, n, K, 1.0f, A, lda, Bb, ldb, beta, C + j0, ldc);
+        }
+    }
+}
+
 // out (N, OC) = inp (N, C) @ W^T, W (OC, C)
 void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);
+    sgemm_det(CblasNoTrans, CblasTrans, N, OC, C, inp, C, W, C, 0.0f, out, OC);
 }
 
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int C, int OC, int accumulate_dinp, int accumulate_dW) {
     // dinp (N, C) = dout (N, OC) @ W (OC, C)
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, W, C,
-                    accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    if (dinp) sgemm_det(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, W, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     // dW (OC, C) = dout^T (OC, N) @ inp (N, C)
-    if (dW)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
-                    accumulate_dW ? 1.0f : 0.0f, dW, C);
+    if (dW) sgemm_det(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, accumulate_dW ? 1.0f : 0.0f, dW, C);
 }

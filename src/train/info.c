@@ -1,0 +1,83 @@
+// info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W]`: parameter counts,
+// FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank needs.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model/model.h"
+#include "train/recipe.h"
+#include "util/common.h"
+
+static void print_bytes(const char *what, double b) {
+    printf("  %-46s %10.2f GiB\n", what, b / (1024.0 * 1024 * 1024));
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W]\n"
+            "  Prints parameter counts (total, non-embedding), FLOPs/token (OLMo-core count and the\n"
+            "  sliding-window-aware count, OLMO3.md s.8) at the recipe's sequence length, and the memory\n"
+            "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
+            "  Adam state sharded over W).\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    int world = 1;
+    const char *what = argv[1];
+    char **ov = xcalloc((size_t)argc, sizeof(char *));
+    int nov = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
+        else ov[nov++] = argv[i];
+    }
+    if (world < 1) die_input("--world must be >= 1");
+    Recipe r;
+    recipe_defaults(&r);
+    const ModelPreset *pre = model_preset_find(what);
+    ModelConfig cfg;
+    int seq_len, micro;
+    if (pre) {
+        cfg = pre->cfg;
+        model_config_derive(&cfg);
+        seq_len = !strcmp(what, "olmo3-7b") ? 8192 : 1024;
+        micro = 1;
+        printf("%s: %s\n", pre->name, pre->about);
+    } else {
+        recipe_load(&r, what, nov, ov);
+        cfg = recipe_model_config(&r);
+        seq_len = r.seq_len;
+        micro = r.micro_batch;
+        printf("recipe %s (model %s)\n", what, r.model_preset[0] ? r.model_preset : "explicit dims");
+    }
+    size_t n = model_num_params(&cfg), emb = model_num_params_embedding(&cfg);
+    size_t n_real_vocab = n - 2 * (size_t)(cfg.padded_vocab - cfg.vocab_size) * cfg.d_model;
+    printf("model: d_model %d, layers %d, heads %d / kv heads %d, head_dim %d, mlp %d, vocab %d (padded %d), window %d, full every %d\n",
+           cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.mlp_hidden, cfg.vocab_size,
+           cfg.padded_vocab, cfg.sliding_window, cfg.full_attn_every);
+    printf("parameters: %zu total (padded vocab), %zu with vocab %d\n", n, n_real_vocab, cfg.vocab_size);
+    printf("            %zu non-embedding (LM head included), %zu embedding\n", n - emb, emb);
+    double f1 = model_flops_per_token_olmo_core(&cfg, seq_len), f2 = model_flops_per_token_window(&cfg, seq_len);
+    printf("FLOPs/token at seq_len %d (training, fwd+bwd):\n", seq_len);
+    printf("  OLMo-core count (6N + 12 L H Dh T):             %.4g GFLOP\n", f1 / 1e9);
+    printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP\n", f2 / 1e9);
+    double P = (double)n;
+    double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
+    printf("memory per rank at world size %d, micro-batch %d x %d tokens:\n", world, micro, seq_len);
+    printf(" fp32 (CPU backend): params 4 + grads 4 + Adam 8/W bytes per parameter, plus the accumulation tree\n");
+    print_bytes("params + grads", P * 8);
+    print_bytes("Adam m, v (ZeRO-1 shard)", P * 8 / world);
+    print_bytes("activations (saved + scratch)", act32);
+    print_bytes("total", P * 8 + P * 8 / world + act32);
+    printf(" bf16 mixed precision (OLMo 3): bf16 params 2 + fp32 grads 4 + fp32 master/m/v 12/W per parameter\n");
+    print_bytes("bf16 params + fp32 grads", P * 6);
+    print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
+    print_bytes("activations (bf16, about half of fp32)", act32 / 2);
+    print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
+    free(ov);
+    return 0;
+}

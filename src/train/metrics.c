@@ -1,0 +1,39 @@
+// metrics.c: see metrics.h.
+#include "train/metrics.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/common.h"
+
+void metrics_open(MetricsLog *m, const char *run_dir, const char *mode) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    FILE *f = fopen(path, mode);
+    if (!f) die("cannot open %s: %s", path, strerror(errno));
+    m->fp = f;
+}
+
+void metrics_write(MetricsLog *m, cJSON *obj) {
+    char *s = cJSON_PrintUnformatted(obj);
+    FILE *f = m->fp;
+    fprintf(f, "%s\n", s);
+    fflush(f);
+    free(s);
+}
+
+void metrics_close(MetricsLog *m) {
+    if (m->fp) fclose(m->fp);
+    m->fp = NULL;
+}
+
+void format_duration(char *buf, int len, double s) {
+    if (!(s >= 0) || s > 1e8) { snprintf(buf, (size_t)len, "?"); return; }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, (size_t)len, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60) snprintf(buf, (size_t)len, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, (size_t)len, "%lds", t);
+}
