@@ -183,6 +183,8 @@ static char *read_input(const Input *in, size_t *len_out) {
         gzFile gz = gzopen(in->path, "rb");
         if (!gz) die_input("input %s: cannot open", in->path);
         gzbuffer(gz, 1 << 20);
+        // zlib passes non-gzip files through unchanged; a .gz that is not gzip is an error.
+        if (gzdirect(gz)) die_input("input %s: not gzip data", in->path);
         size_t cap = 1 << 20, len = 0;
         char *buf = xmalloc(cap + 1);
         for (;;) {
