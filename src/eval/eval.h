@@ -1,0 +1,32 @@
+// eval.h: held-out evaluation, in-loop and standalone.
+// Perplexity sets: one instance per held-out document (documents are the EOS-separated
+// runs of an OLMo-core token file), truncated to seq_len, padding masked; CE, PPL and
+// bits-per-byte per set and macro-averaged. Downstream multiple-choice tasks (JSONL,
+// OLMES/lm-eval shape) scored by rank classification: acc, len_norm, gold bpb.
+// Results go into a metrics record with flat keys: "eval/<set>/ce", "eval/<set>/ppl",
+// "eval/<set>/bpb", "eval/macro/ce", ..., "task/<name>/acc", "task/<name>/len_norm",
+// "task/<name>/bpb".
+#ifndef OLMO_EVAL_H
+#define OLMO_EVAL_H
+
+#include "model/model.h"
+#include "train/recipe.h"
+
+typedef struct cJSON cJSON;
+typedef struct Evaluator Evaluator;
+
+// Build from the recipe's eval.* keys. Opens and validates every set and task file now
+// (bad input: message naming the file, exit 2), so a run fails before writing anything.
+// Returns NULL when the recipe has no eval sets or tasks.
+Evaluator *eval_create(const Recipe *r);
+void eval_free(Evaluator *e);
+// 1 when an in-loop evaluation is due after `step` (every eval.interval steps, and at the
+// last step).
+int eval_due(const Evaluator *e, long step, long total_steps);
+// Evaluate the model's current parameters; adds the fields to `out`. The model must have
+// been created for (micro_batch, seq_len) of the recipe; evaluation uses the same buffers.
+void eval_run(Evaluator *e, Model *m, cJSON *out);
+// One-line summary of the result (macro CE and per-set CE) for the progress output.
+void eval_print_summary(const cJSON *out, long step);
+
+#endif
