@@ -2,6 +2,8 @@
 // space-separated), or with --decode ids -> text bytes. The round trip is exact.
 // --lines encodes each input line on its own (one output line per input line), which
 // lets tests compare many short texts without starting the binary once per text.
+// --bench N encodes stdin N times and reports the best encode speed on stderr (the
+// figure scripts/bench_tokenizer.sh compares with tiktoken; load and output excluded).
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,8 @@ static void usage(FILE *f) {
             "                   become their ids; otherwise they are encoded as plain text\n"
             "  --lines          encode each line (without its \\n) separately: one output\n"
             "                   line of ids per input line\n"
+            "  --bench N        encode stdin N times, print the best time, tokens/s and\n"
+            "                   MB/s to stderr (single thread; load and output excluded)\n"
             "  --tokenizer PATH tokenizer.json (default: env OLMO_TOKENIZER, else\n"
             "                   " TOKENIZER_DEFAULT_PATH ")\n"
             "Invalid UTF-8 input exits with status 2 and the byte offset of the bad byte.\n");
@@ -69,13 +73,14 @@ static int encode_checked(const Tokenizer *tok, const char *text, size_t len, si
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    int decode = 0, allow_special = 0, lines = 0;
+    int decode = 0, allow_special = 0, lines = 0, bench = 0;
     const char *tok_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--decode")) decode = 1;
         else if (!strcmp(argv[i], "--allow-special")) allow_special = 1;
         else if (!strcmp(argv[i], "--lines")) lines = 1;
+        else if (!strcmp(argv[i], "--bench") && i + 1 < argc && atoi(argv[i + 1]) > 0) bench = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_path = argv[++i];
         else if (!strncmp(argv[i], "--tokenizer=", 12)) tok_path = argv[i] + 12;
         else {
@@ -132,6 +137,21 @@ int cmd_tokenize(int argc, char **argv) {
             write_ids(ids, n);
             pos = end + 1;
         }
+        free(ids);
+    } else if (bench) {
+        size_t cap = len / 3 + 16, n = 0;
+        uint32_t *ids = xmalloc(cap * sizeof *ids);
+        double best = 1e30;
+        for (int r = 0; r < bench && status == 0; r++) {
+            n = 0;
+            double t0 = now_seconds();
+            if (encode_checked(tok, in, len, 0, allow_special, &ids, &n, &cap)) status = 2;
+            double dt = now_seconds() - t0;
+            if (dt < best) best = dt;
+        }
+        if (status == 0)
+            fprintf(stderr, "olmo tokenize --bench: %zu bytes, %zu tokens, best of %d: %.3f s, %.0f tokens/s, %.2f MB/s\n",
+                    len, n, bench, best, n / best, len / best / 1e6);
         free(ids);
     } else {
         size_t cap = len / 3 + 16, n = 0;
