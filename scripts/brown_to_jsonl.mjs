@@ -38,8 +38,15 @@ function detokenize(words) {
   let out = "";
   let glue = true;          // no space before the next word (start, or after an opener)
   let singleOpen = false;
-  for (let w of words) {
+  let lastCloseQuote = "";  // the quote character just written as a closer, if any
+  for (let i = 0; i < words.length; i++) {
+    let w = words[i];
     let opener = false, closer = false;
+    // Inch marks: the corpus writes 10" as the word 10'' followed by a stray '' token.
+    if (w.length > 2 && w.endsWith("''")) {
+      w = w.slice(0, -2) + '"';
+      if (words[i + 1] === "''") i++;
+    }
     if (w === "``") { w = '"'; opener = true; }
     else if (w === "''") { w = '"'; closer = true; }
     else if (w === "'") {
@@ -47,9 +54,16 @@ function detokenize(words) {
       singleOpen = !singleOpen;
     } else if (NO_SPACE_BEFORE.has(w)) closer = true;
     else if (NO_SPACE_AFTER.has(w)) opener = true;
+    // The corpus puts sentence periods and commas after a closing quote ('' .); edited
+    // American prose (which the corpus is) has them inside: "... betting," said Ratcliff.
+    if ((w === "." || w === ",") && lastCloseQuote) {
+      out = out.slice(0, -1) + w + lastCloseQuote;
+      continue;
+    }
     if (!glue && !closer) out += " ";
     out += w;
     glue = opener;
+    lastCloseQuote = closer && (w === '"' || w === "'") ? w : "";
   }
   return out;
 }
