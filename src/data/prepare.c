@@ -149,11 +149,21 @@ static int name_cmp(const struct dirent **a, const struct dirent **b) {
     return strcmp((*a)->d_name, (*b)->d_name);   // byte order: independent of locale
 }
 
+// Real path of OUTDIR if it exists: a directory walk skips it, so `olmo prepare data -o
+// data/tokens` does not read its own manifest.json as input.
+static char *g_outdir_real;
+
 static void collect(Input **ins, int *n, const char *path, int from_dir) {
     struct stat st;
     if (stat(path, &st) != 0) die_input("input %s: %s", path, strerror(errno));
     if (S_ISREG(st.st_mode)) { add_input(ins, n, path, &st, from_dir); return; }
     if (!S_ISDIR(st.st_mode)) die_input("input %s: not a regular file or directory", path);
+    if (g_outdir_real) {
+        char *rp = realpath(path, NULL);
+        int same = rp && !strcmp(rp, g_outdir_real);
+        free(rp);
+        if (same) return;
+    }
     struct dirent **ents;
     int k = scandir(path, &ents, NULL, name_cmp);
     if (k < 0) die_input("input %s: %s", path, strerror(errno));
@@ -545,6 +555,7 @@ int cmd_prepare(int argc, char **argv) {
     // Inputs first: a missing input is reported before any slow work.
     Input *ins = NULL;
     int nin = 0;
+    g_outdir_real = realpath(outdir, NULL);
     for (int i = 0; i < npaths; i++) {
         int before = nin;
         collect(&ins, &nin, paths[i], 0);
@@ -751,7 +762,7 @@ int cmd_prepare(int argc, char **argv) {
         for (int s = 0; s < NSPLITS; s++) { free(outs[i][s].tmp_path); free(outs[i][s].final_path); free(outs[i][s].rel_path); }
         free(ins[i].path); free(ins[i].source);
     }
-    free(outs); free(redo); free(ins); free(paths); free(tok_path);
+    free(outs); free(redo); free(ins); free(paths); free(tok_path); free(g_outdir_real);
     tokenizer_free(tok);
     return 0;
 }
