@@ -43,6 +43,10 @@ cmp -s "$T/o1/manifest.json" "$T/o2/manifest.json" || fail "manifest differs bet
 ls "$T"/o1 | grep -q tmp && fail "temp files left behind"
 grep -q "skipped 1 empty" "$T/log1" || fail "empty document not reported as skipped"
 
+# Batches of 7 documents (crossing batch boundaries) give the same bytes.
+OLMO_PREPARE_BATCH_DOCS=7 "$OLMO" prepare "$T/in" -o "$T/o7" --threads 2 --heldout-frac 0.3 --heldout-seed 7 2>/dev/null || fail "prepare (batches of 7)"
+for f in "$T"/o1/*.npy; do cmp -s "$f" "$T/o7/$(basename "$f")" || fail "$(basename "$f") differs with batches of 7"; done
+
 # 2. gz / zst inputs give the same bytes as the plain file.
 for s in gzdocs $([ $have_zstd = 1 ] && echo zdocs); do
   cmp -s "$T/o1/docs.npy" "$T/o1/$s.npy" || fail "$s.npy differs from docs.npy"

@@ -428,6 +428,9 @@ static void process_source(const Input *in, SplitOut outs[NSPLITS], const Option
         tokenize_batch(docs, 1, o);
         write_batch(in, docs, 1, outs, o, pr);
     } else {
+        // Env OLMO_PREPARE_BATCH_DOCS shrinks batches so tests can cross batch boundaries.
+        const char *bd = getenv("OLMO_PREPARE_BATCH_DOCS");
+        int batch_docs = bd && atoi(bd) > 0 ? atoi(bd) : 65536;
         size_t pos = 0, batch_bytes = 0;
         int line_no = 0;
         while (pos < len) {
@@ -445,7 +448,7 @@ static void process_source(const Input *in, SplitOut outs[NSPLITS], const Option
             parse_jsonl_line(line, ll, &docs[n]);
             batch_bytes += docs[n].len;
             n++;
-            if (batch_bytes >= BATCH_BYTES || n >= 65536) {
+            if (batch_bytes >= BATCH_BYTES || n >= batch_docs) {
                 tokenize_batch(docs, n, o);
                 write_batch(in, docs, n, outs, o, pr);
                 progress_line(in->source, idx, nsrc, pr, 0);
