@@ -37,12 +37,13 @@
 #define NO_RANK UINT32_MAX
 #define NO_ID UINT32_MAX
 
-// One entry of the byte-string hash table. 16 bytes: four per 64-byte cache line.
+// One entry of the byte-string hash table: 16 bytes, four per 64-byte cache line. The
+// first 8 key bytes live in the slot itself, so most lookups (tokens are mostly <= 8
+// bytes) compare one integer and never touch the byte arena.
 typedef struct {
-    uint32_t hash;   // low 32 bits of the key hash (0 = empty slot marker is `len == 0`)
-    uint32_t off;    // key bytes: tok->bytes + off
+    uint64_t k8;     // first min(len, 8) key bytes, little-endian, zero-padded
     uint32_t len;    // key length (0 = empty slot)
-    uint32_t id;
+    uint32_t id;     // key bytes: tok->bytes + tok_off[id]
 } Slot;
 
 typedef struct {
@@ -71,43 +72,64 @@ struct Tokenizer {
     pcre2_code *re;
     int jit;                 // 1 if JIT compilation succeeded
     int keep_gaps;           // Split behavior "Isolated": text between matches is a piece too
+    uint64_t uid;            // unique per load: tags the per-thread piece caches
     char fingerprint[65];
 };
 
 // ---------------------------------------------------------------------------------
 // Hashing
 
-// Fast 64-bit hash of a short byte string (most pieces are 2..10 bytes): 8 bytes per
-// multiply round, then a final avalanche.
-static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
-    while (n >= 8) {
+// First min(n, 8) bytes of p as a zero-padded little-endian integer. A byte loop
+// rather than memcpy: n is small and variable, and p + 8 may be past the text.
+static inline uint64_t prefix8(const uint8_t *p, size_t n) {
+    if (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
+        return v;
     }
     uint64_t v = 0;
-    if (n) memcpy(&v, p, n);
-    h = (h ^ v) * 0x94d049bb133111ebull;
+    for (size_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static inline uint64_t mix64(uint64_t h) {
     h ^= h >> 32;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 32;
     return h;
+}
+
+// Hash of a byte string whose prefix8 is k8: one multiply round per further 8 bytes.
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n, uint64_t k8) {
+    uint64_t h = k8 ^ (n * 0x9E3779B97F4A7C15ull);
+    for (size_t i = 8; i < n; i += 8) {
+        uint64_t v = prefix8(p + i, n - i);
+        h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull ^ v;
+    }
+    return mix64(h);
+}
+
+static inline int slot_matches(const Tokenizer *t, const Slot *s, const uint8_t *p, size_t n, uint64_t k8) {
+    return s->len == n && s->k8 == k8 && (n <= 8 || memcmp(t->bytes + t->tok_off[s->id] + 8, p + 8, n - 8) == 0);
+}
+
+// Token id of the byte string p[0..n) with prefix8 k8 and hash h, or NO_ID.
+static inline uint32_t lookup_h(const Tokenizer *t, const uint8_t *p, size_t n, uint64_t k8, uint64_t h) {
+    uint32_t i = (uint32_t)h & t->slot_mask;
+    for (;;) {
+        const Slot *s = &t->slots[i];
+        if (s->len == 0) return NO_ID;
+        if (slot_matches(t, s, p, n, k8)) return s->id;
+        i = (i + 1) & t->slot_mask;
+    }
 }
 
 // Token id of the byte string p[0..n), or NO_ID.
 static inline uint32_t lookup(const Tokenizer *t, const uint8_t *p, size_t n) {
-    uint64_t h = hash_bytes(p, n);
-    uint32_t h32 = (uint32_t)h, i = (uint32_t)(h >> 32) & t->slot_mask;
-    for (;;) {
-        const Slot *s = &t->slots[i];
-        if (s->len == 0) return NO_ID;
-        if (s->hash == h32 && s->len == n && memcmp(t->bytes + s->off, p, n) == 0) return s->id;
-        i = (i + 1) & t->slot_mask;
-    }
+    uint64_t k8 = prefix8(p, n);
+    return lookup_h(t, p, n, k8, hash_bytes(p, n, k8));
 }
 
 // Rank of the byte string p[0..n) (NO_RANK if it is not a mergeable token).
@@ -116,17 +138,20 @@ static inline uint32_t rank_of(const Tokenizer *t, const uint8_t *p, size_t n) {
     return id == NO_ID ? NO_RANK : t->rank[id];
 }
 
-static int insert(Tokenizer *t, uint32_t off, uint32_t len, uint32_t id) {
-    const uint8_t *p = t->bytes + off;
-    uint64_t h = hash_bytes(p, len);
-    uint32_t h32 = (uint32_t)h, i = (uint32_t)(h >> 32) & t->slot_mask;
+// Insert token `id` (its bytes already in the arena). Returns 0 if the bytes are
+// already present.
+static int insert(Tokenizer *t, uint32_t id) {
+    const uint8_t *p = t->bytes + t->tok_off[id];
+    size_t n = t->tok_len[id];
+    uint64_t k8 = prefix8(p, n);
+    uint32_t i = (uint32_t)hash_bytes(p, n, k8) & t->slot_mask;
     for (;;) {
         Slot *s = &t->slots[i];
         if (s->len == 0) {
-            *s = (Slot){h32, off, len, id};
+            *s = (Slot){k8, (uint32_t)n, id};
             return 1;
         }
-        if (s->hash == h32 && s->len == len && memcmp(t->bytes + s->off, p, len) == 0) return 0;
+        if (slot_matches(t, s, p, n, k8)) return 0;
         i = (i + 1) & t->slot_mask;
     }
 }
@@ -266,6 +291,8 @@ Tokenizer *tokenizer_load(const char *path) {
 
     Tokenizer *t = xcalloc(1, sizeof *t);
     t->path = xstrdup(path);
+    static _Atomic uint64_t next_uid = 1;
+    t->uid = next_uid++;
 
     // Fingerprint: sha256 of the exact file bytes.
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -372,7 +399,7 @@ Tokenizer *tokenizer_load(const char *path) {
     t->slot_mask = nslots - 1;
     for (uint32_t id = 0; id < V; id++)
         if (have[id] && !is_special[id])
-            if (!insert(t, t->tok_off[id], t->tok_len[id], id))
+            if (!insert(t, id))
                 die_input("%s: field 'model.vocab': two ids for the same bytes (id %u)", path, id);
 
     // Merges: rank of the token each merge creates. Entries are "left right" strings
@@ -599,24 +626,30 @@ static void bpe_large(const Tokenizer *t, const uint8_t *p, size_t n, uint32_t *
     free(heap);
 }
 
-static inline void encode_piece(const Tokenizer *t, const uint8_t *p, size_t n, uint32_t **ids,
-                                size_t *nid, size_t *cap) {
-    if (n == 0) return;
-    uint32_t id = n == 1 ? t->byte_id[p[0]] : lookup(t, p, n);
-    if (id != NO_ID) { push_id(ids, nid, cap, id); return; }
-    if (n <= SMALL_PIECE) bpe_small(t, p, n, ids, nid, cap);
-    else bpe_large(t, p, n, ids, nid, cap);
-}
-
 // ---------------------------------------------------------------------------------
 // Pre-tokenization and encode
 
-// Per-thread PCRE2 state. Match data with one ovector pair is enough (we only need the
+// Per-thread state. PCRE2: match data with one ovector pair is enough (we only need the
 // whole match); the JIT stack grows to 8 MB for pathological inputs.
+// Piece cache: BPE results of short pieces that are not single tokens. Such pieces
+// repeat a lot (in the tagged Brown files "/nn" alone is 7% of all pieces), and a hit
+// costs one compare instead of a BPE run. Direct-mapped by the piece hash; it belongs
+// to one Tokenizer (owner uid) and is cleared when the thread switches tokenizers.
+#define CACHE_SLOTS 4096
+#define CACHE_KEY 16    // longest cached piece, bytes
+#define CACHE_IDS 7     // most ids a cached piece may have
+typedef struct {
+    uint8_t key[CACHE_KEY];
+    uint8_t len, nids;   // len 0: empty
+    uint32_t ids[CACHE_IDS];
+} CacheEntry;            // 48 bytes
+
 typedef struct {
     pcre2_match_data *md;
     pcre2_match_context *mc;
     pcre2_jit_stack *js;
+    uint64_t cache_owner;
+    CacheEntry cache[CACHE_SLOTS];
 } ThreadState;
 
 static pthread_key_t tls_key;
@@ -647,6 +680,46 @@ static ThreadState *thread_state(void) {
     return s;
 }
 
+// The calling thread's state, with its piece cache emptied if it held another
+// tokenizer's pieces.
+static ThreadState *thread_state_for(const Tokenizer *t) {
+    ThreadState *s = thread_state();
+    if (s->cache_owner != t->uid) {
+        memset(s->cache, 0, sizeof s->cache);
+        s->cache_owner = t->uid;
+    }
+    return s;
+}
+
+static void encode_piece(const Tokenizer *t, ThreadState *ts, const uint8_t *p, size_t n, uint32_t **ids,
+                         size_t *nid, size_t *cap) {
+    if (n == 0) return;
+    if (n == 1) { push_id(ids, nid, cap, t->byte_id[p[0]]); return; }
+    // Most pieces are one token (tiktoken checks the whole piece first too).
+    uint64_t k8 = prefix8(p, n), h = hash_bytes(p, n, k8);
+    uint32_t id = lookup_h(t, p, n, k8, h);
+    if (id != NO_ID) { push_id(ids, nid, cap, id); return; }
+    if (n > CACHE_KEY) {
+        if (n <= SMALL_PIECE) bpe_small(t, p, n, ids, nid, cap);
+        else bpe_large(t, p, n, ids, nid, cap);
+        return;
+    }
+    CacheEntry *e = &ts->cache[(h >> 40) & (CACHE_SLOTS - 1)];
+    if (e->len == n && memcmp(e->key, p, n) == 0) {
+        for (int i = 0; i < e->nids; i++) push_id(ids, nid, cap, e->ids[i]);
+        return;
+    }
+    size_t first = *nid;
+    bpe_small(t, p, n, ids, nid, cap);
+    size_t m = *nid - first;
+    if (m <= CACHE_IDS) {
+        memcpy(e->key, p, n);
+        e->len = (uint8_t)n;
+        e->nids = (uint8_t)m;
+        memcpy(e->ids, *ids + first, m * sizeof(uint32_t));
+    }
+}
+
 // Split an ordinary (no specials) segment into pieces and BPE each.
 static void encode_ordinary(const Tokenizer *t, ThreadState *ts, const uint8_t *s, size_t len,
                             uint32_t **ids, size_t *nid, size_t *cap) {
@@ -664,19 +737,19 @@ static void encode_ordinary(const Tokenizer *t, ThreadState *ts, const uint8_t *
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(ts->md);
         size_t a = ov[0], b = ov[1];
-        if (t->keep_gaps && a > pos) encode_piece(t, s + pos, a - pos, ids, nid, cap);
+        if (t->keep_gaps && a > pos) encode_piece(t, ts, s + pos, a - pos, ids, nid, cap);
         if (b == a) {
             // Empty match (not possible with cl100k's pattern): step one code point.
             b = a + 1;
             while (b < len && (s[b] & 0xC0) == 0x80) b++;
-            if (t->keep_gaps) encode_piece(t, s + a, b - a, ids, nid, cap);
+            if (t->keep_gaps) encode_piece(t, ts, s + a, b - a, ids, nid, cap);
         } else {
-            encode_piece(t, s + a, b - a, ids, nid, cap);
+            encode_piece(t, ts, s + a, b - a, ids, nid, cap);
         }
         pos = b;
     }
     // tiktoken drops text no match covers; "Isolated" keeps it.
-    if (t->keep_gaps && pos < len) encode_piece(t, s + pos, len - pos, ids, nid, cap);
+    if (t->keep_gaps && pos < len) encode_piece(t, ts, s + pos, len - pos, ids, nid, cap);
 }
 
 // Earliest special-token occurrence in s[from..len): returns its start and sets *sp;
@@ -699,7 +772,7 @@ static size_t find_special(const Tokenizer *t, const uint8_t *s, size_t from, si
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int allow_special,
                      uint32_t **ids, size_t *n, size_t *cap) {
     if (tokenizer_utf8_error_offset(text, len) != len) return -1;
-    ThreadState *ts = thread_state();
+    ThreadState *ts = thread_state_for(t);
     const uint8_t *s = (const uint8_t *)text;
     if (!allow_special || t->nspecials == 0) {
         encode_ordinary(t, ts, s, len, ids, n, cap);
