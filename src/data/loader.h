@@ -12,6 +12,7 @@
 #define OLMO_LOADER_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct cJSON cJSON;
 typedef struct Loader Loader;
@@ -23,10 +24,11 @@ typedef struct {
     int n_files;
     char **files;           // token files (globs already expanded, sorted)
     double share;           // target share of tokens (normalized over sources); <= 0 = natural
-    double max_repeat;      // cap on how many times an instance may repeat per epoch (0 = no cap)
+    double max_repeat;      // cap on how many times a source may be repeated per epoch (<= 0: 1,
+                            // i.e. no upsampling); see docs/loader.md
 } LoaderSource;
 
-typedef struct {
+typedef struct LoaderConfig {
     int n_sources;
     LoaderSource sources[LOADER_MAX_SOURCES];
     int seq_len;
@@ -38,6 +40,9 @@ typedef struct {
     int world_size, rank;
     int debug_double_shard; // reproduce the double-sharding bug (OLMO3.md s.7); tests only
     int prefetch;           // background thread prepares the next batch
+    int verbose;            // print the source summary (loader_print_summary) to stderr at create
+    int no_open_check;      // skip the full ids < vocab scan at open (done when the data is <= 1 GiB);
+                            // every instance is still checked when it is read
 } LoaderConfig;
 
 typedef struct {
@@ -46,6 +51,8 @@ typedef struct {
     uint64_t batches_processed;   // global batches served since the start of training
     uint64_t tokens_processed;
     char fingerprint[65];         // hex sha256 over (file names, sizes, seq_len, mixture)
+    uint64_t epoch_instances;     // position in the epoch's order where the next batch starts
+                                  // (instances, so it survives a change of W or global batch)
 } LoaderState;
 
 // Build the instance set (mixture) and open the files. Bad input (missing file, size not
@@ -70,5 +77,33 @@ void loader_set_state(Loader *l, const LoaderState *s, int force);
 // what the mixture asked, rank overlaps, resume gaps, loader instances/s) and return the
 // number of alarms raised since the last call (each also printed as a warning line).
 int loader_metrics(Loader *l, cJSON *obj);
+
+// ---- Additions (beyond the first interface) ----
+
+// Epochs count from 1 (OLMo-core's trainer does): epoch e's order uses seed + e.
+const char *loader_fingerprint(const Loader *l);
+// This rank's instance ids (mixed-list positions) of the next batch, without advancing.
+void loader_peek_ids(Loader *l, uint32_t *ids);
+
+typedef struct {
+    uint64_t epoch;
+    double coverage;              // distinct instances served this epoch / instances per epoch
+    uint64_t repeats_epoch, repeats_total, rank_overlaps, off_batch, resume_gaps;
+} LoaderTotals;
+void loader_totals(const Loader *l, LoaderTotals *t);
+
+// The mixture: per source, instances available (full instances in its files), used per
+// epoch (with repetition), and its share of the epoch's instances.
+int loader_num_sources(const Loader *l);
+void loader_source_info(const Loader *l, int s, const char **name, uint64_t *available, uint64_t *used,
+                        double *share);
+void loader_print_summary(const Loader *l, FILE *f);
+// {"instances", "batches_per_epoch", "seq_len", "fingerprint", "sources": [{name, files,
+// instances_available, instances_used, repeat, share}]}; caller owns it.
+cJSON *loader_describe(const Loader *l);
+
+// LoaderState <-> JSON object for train_state.json (u64 fields as decimal strings).
+cJSON *loader_state_to_json(const LoaderState *s);
+int loader_state_from_json(const cJSON *o, LoaderState *s);   // 0 ok, -1 missing/bad field
 
 #endif

@@ -3,4 +3,3 @@
 #include "cli.h"
 int cmd_train(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo train: not built yet\n"); return 1; }
 int cmd_bench(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo bench: not built yet\n"); return 1; }
-int cmd_data(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "olmo data: not built yet\n"); return 1; }

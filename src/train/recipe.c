@@ -86,6 +86,11 @@ static const Key KEYS[] = {
     {"data.paths", T_STRLIST, LIST(paths, n_paths), "", "token files (raw uint32, OLMo-core layout); a list, or comma-separated"},
     {"data.seed", T_U64, F(data_seed), "34521", "data-order seed"},
     {"data.order", T_STR, F(data_order), "shuffle", "instance order: sequential | shuffle"},
+    {"data.sources", T_STRLIST, LIST(sources, n_sources), "", "named sources: name=glob, or a path/glob (each file its own source named by its stem)"},
+    {"data.mix", T_STRLIST, LIST(mix, n_mix), "", "token shares: source:share[:max_repeat] (max_repeat default 1 = no upsampling)"},
+
+    {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
+    {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (OLMO3.md s.7); tests only"},
 
     {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "peak FLOP/s of this machine for MFU; 0 = measure"},
 };
@@ -601,7 +606,7 @@ void recipe_validate(const Recipe *r, const char *origin) {
                       r->warmup_steps + r->decay_steps, total);
     }
 
-    if (r->n_paths <= 0) die_input("%s: data.paths: give at least one token file", o);
+    if (r->n_paths <= 0 && r->n_sources <= 0) die_input("%s: data.paths: give at least one token file (or data.sources)", o);
     for (int i = 0; i < r->n_paths; i++)
         if (!r->paths[i][0]) die_input("%s: data.paths: item %d is empty", o, i + 1);
     if (!one_of(r->data_order, ORDERS))

@@ -50,6 +50,14 @@ typedef struct {
     char paths[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // OLMo-core token files (raw uint32)
     uint64_t data_seed;
     char data_order[16];        // sequential | shuffle
+    int n_sources;
+    char sources[RECIPE_MAX_PATHS][RECIPE_MAX_STR]; // "name=glob" or a path/glob (each file its own source)
+    int n_mix;
+    char mix[RECIPE_MAX_PATHS][RECIPE_MAX_STR];     // "source:share[:max_repeat]"
+
+    // loader.*
+    int loader_prefetch;        // bool: prepare the next batch on a background thread
+    int debug_double_shard;     // bool: reproduce the double-sharding bug (OLMO3.md s.7)
 
     // perf.*
     double peak_flops;          // FLOP/s of this machine for MFU; 0 = measure (cached)
@@ -71,6 +79,13 @@ ModelConfig recipe_model_config(const Recipe *r);
 long recipe_total_steps(const Recipe *r);
 // Write the resolved recipe as YAML (every key) to a string (malloc'd).
 char *recipe_to_yaml(const Recipe *r);
+// The data loader's configuration from a recipe: sources (data.paths = one source "data";
+// data.sources items; globs expanded, sorted), data.mix shares, batch sizes, seed, order,
+// loader.* switches. Bad input (no file matches, unknown source in data.mix, bad share):
+// a message naming the key, exit 2. The file lists are malloc'd (recipe_loader_config_free).
+typedef struct LoaderConfig LoaderConfig;
+void recipe_loader_config(const Recipe *r, LoaderConfig *out, int world_size, int rank);
+void recipe_loader_config_free(LoaderConfig *c);
 // Print the key table (name, type, default, help) for `olmo train --help`.
 void recipe_print_keys(void);
 

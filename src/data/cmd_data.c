@@ -1,0 +1,142 @@
+// cmd_data.c: `olmo data`: look at a recipe's dataset the way the loader sees it.
+//   olmo data info  RECIPE [key=value ...] [--json]
+//       sources, files, instances available/used, repeat factors, batches per epoch,
+//       fingerprint.
+//   olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K] [--batches]
+//                   [--rank R --world W]
+//       the instance order, one id per line (ids index the mixed instance list; without
+//       a mixture instance i is the i-th seq_len chunk of the files in recipe order).
+//       Without --rank: epoch E's full global order, numpy's
+//       Generator(PCG64(seed + E)).shuffle(arange(N, dtype=uint32)), from position S,
+//       so it can be diffed against OLMo-core. --batches: one global batch per line
+//       (whole batches only, as the loader serves them). With --rank/--world: what that
+//       rank is served, batch by batch, in the loader's micro-batch composition
+//       (including the loader.debug_double_shard bug when it is on).
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "data/loader.h"
+#include "data/pcg64.h"
+#include "train/recipe.h"
+#include "util/common.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: olmo data info  RECIPE [key=value ...] [--json]\n"
+            "       olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K]\n"
+            "                       [--batches] [--rank R --world W]\n"
+            "  info   sources, instances available/used, mixture repeat factors, fingerprint\n"
+            "  order  the global instance order of epoch E (default 1; seed + E), one id per\n"
+            "         line from position S; --batches: one global batch per line; --rank/--world:\n"
+            "         what that rank is served per batch. --count: lines to print (default all).\n");
+}
+
+static uint64_t parse_u64(const char *opt, const char *s) {
+    char *end;
+    if (!s || !*s || *s == '-') die_input("olmo data: %s needs a non-negative integer", opt);
+    uint64_t v = strtoull(s, &end, 10);
+    if (*end) die_input("olmo data: %s: '%s' is not a non-negative integer", opt, s);
+    return v;
+}
+
+int cmd_data(int argc, char **argv) {
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "info") && strcmp(sub, "order")) {
+        fprintf(stderr, "olmo: error: olmo data: unknown subcommand '%s'\n", sub);
+        usage(stderr);
+        return 2;
+    }
+    if (argc < 3) die_input("olmo data %s: give a recipe file", sub);
+    const char *path = argv[2];
+    char **ov = xmalloc((size_t)argc * sizeof(char *));
+    int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0;
+    uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--epoch")) { epoch = parse_u64(a, v); i++; }
+        else if (!strcmp(a, "--start")) { start = parse_u64(a, v); i++; }
+        else if (!strcmp(a, "--count")) { count = parse_u64(a, v); i++; }
+        else if (!strcmp(a, "--rank")) { rank = parse_u64(a, v); has_rank = 1; i++; }
+        else if (!strcmp(a, "--world")) { world = parse_u64(a, v); has_world = 1; i++; }
+        else if (!strcmp(a, "--batches")) batches = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (a[0] != '-' && strchr(a, '=')) ov[n_ov++] = argv[i];
+        else die_input("olmo data %s: unknown argument '%s' (overrides are key=value)", sub, a);
+    }
+    if (has_rank != has_world) die_input("olmo data order: give --rank and --world together");
+    if (world < 1 || world > 4096 || rank >= world)
+        die_input("olmo data order: --rank %" PRIu64 " --world %" PRIu64 " is invalid", rank, world);
+
+    static Recipe r;
+    recipe_load(&r, path, n_ov, ov);
+    LoaderConfig cfg;
+    recipe_loader_config(&r, &cfg, (int)world, (int)rank);
+    cfg.prefetch = 0;
+    cfg.verbose = 0;
+    Loader *L = loader_create(&cfg);
+    recipe_loader_config_free(&cfg);
+
+    if (!strcmp(sub, "info")) {
+        if (json) {
+            cJSON *o = loader_describe(L);
+            char *s = cJSON_Print(o);
+            printf("%s\n", s);
+            free(s);
+            cJSON_Delete(o);
+        } else {
+            loader_print_summary(L, stdout);
+        }
+    } else if (!has_rank) {
+        uint64_t N = loader_num_instances(L), gb = (uint64_t)r.global_batch;
+        uint32_t *perm = xmalloc(N * sizeof(uint32_t));
+        if (!strcmp(r.data_order, "shuffle")) olmo_global_order(r.data_seed + epoch, perm, N);
+        else for (uint64_t i = 0; i < N; i++) perm[i] = (uint32_t)i;
+        if (batches) {
+            uint64_t nb = N / gb;
+            for (uint64_t b = start, k = 0; b < nb && k < count; b++, k++)
+                for (uint64_t i = 0; i < gb; i++) printf("%" PRIu32 "%c", perm[b * gb + i], i + 1 < gb ? ' ' : '\n');
+        } else {
+            for (uint64_t i = start, k = 0; i < N && k < count; i++, k++) printf("%" PRIu32 "\n", perm[i]);
+        }
+        free(perm);
+    } else {
+        // Walk the loader itself (so the bug switch shows), from (epoch, batch start).
+        uint64_t nb = loader_batches_per_epoch(L), gb = (uint64_t)r.global_batch, per = gb / world;
+        if (start >= nb) die_input("olmo data order: --start %" PRIu64 " is past the %" PRIu64 " batches of an epoch", start, nb);
+        LoaderState st;
+        loader_get_state(L, &st);
+        st.epoch = epoch;
+        st.epoch_instances = start * gb;
+        st.tokens_processed = 0;
+        loader_set_state(L, &st, 0);
+        uint32_t *ids = xmalloc(per * sizeof(uint32_t));
+        int32_t *in = xmalloc(per * (size_t)r.seq_len * sizeof(int32_t));
+        int32_t *tg = xmalloc(per * (size_t)r.seq_len * sizeof(int32_t));
+        uint64_t printed = 0;
+        for (uint64_t b = start; b < nb && printed < count; b++) {
+            loader_peek_ids(L, ids);
+            for (uint64_t i = 0; i < per && printed < count; i++) {
+                if (batches) printf("%" PRIu32 "%c", ids[i], i + 1 < per ? ' ' : '\n');
+                else { printf("%" PRIu32 "\n", ids[i]); printed++; }
+            }
+            if (batches) printed++;
+            loader_next_batch(L, in, tg);
+        }
+        free(ids);
+        free(in);
+        free(tg);
+    }
+    loader_free(L);
+    free(ov);
+    return 0;
+}
