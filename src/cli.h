@@ -9,6 +9,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 // True when argv holds -h or --help.
 int cli_wants_help(int argc, char **argv);

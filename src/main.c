@@ -17,6 +17,7 @@ static const Command COMMANDS[] = {
     {"prepare", cmd_prepare, "turn JSONL/text corpora into OLMo-core token files"},
     {"data", cmd_data, "inspect a recipe's dataset (e.g. `olmo data order`)"},
     {"bench", cmd_bench, "training throughput and MFU, side by side with PyTorch"},
+    {"eval", cmd_eval, "held-out perplexity sets and multiple-choice tasks of a checkpoint"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

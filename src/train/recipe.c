@@ -92,6 +92,14 @@ static const Key KEYS[] = {
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (OLMO3.md s.7); tests only"},
 
+    {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs)"},
+    {"eval.tasks", T_STRLIST, LIST(eval_tasks, n_eval_tasks), "", "multiple-choice tasks: name=path of a JSONL file (docs/eval.md)"},
+    {"eval.interval", T_LONG, F(eval_interval), "0", "evaluate every this many steps (and at start and end); 0 = only at start and end"},
+    {"eval.max_docs", T_LONG, F(eval_max_docs), "0", "documents per perplexity set, the first ones; 0 = all"},
+    {"eval.max_examples", T_LONG, F(eval_max_examples), "0", "examples per task, the first ones; 0 = all"},
+    {"eval.tokenizer", T_STR, F(eval_tokenizer), "", "tokenizer.json for byte counts and task text; \"\" = dolma2 default (env OLMO_TOKENIZER)"},
+    {"eval.eos_id", T_LONG, F(eval_eos_id), "100257", "document separator in eval set files (dolma2 EOS)"},
+
     {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "peak FLOP/s of this machine for MFU; 0 = measure"},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))

@@ -59,6 +59,17 @@ typedef struct {
     int loader_prefetch;        // bool: prepare the next batch on a background thread
     int debug_double_shard;     // bool: reproduce the double-sharding bug (OLMO3.md s.7)
 
+    // eval.*: held-out evaluation (src/eval, docs/eval.md)
+    int n_eval_sets;
+    char eval_sets[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // "name=path" perplexity sets (token files)
+    int n_eval_tasks;
+    char eval_tasks[RECIPE_MAX_PATHS][RECIPE_MAX_STR];  // "name=path" multiple-choice tasks (JSONL)
+    long eval_interval;         // steps between in-loop evaluations; 0 = only at start and end
+    long eval_max_docs;         // documents per set; 0 = all
+    long eval_max_examples;     // examples per task; 0 = all
+    char eval_tokenizer[RECIPE_MAX_STR];  // "" = default dolma2 path (byte counts, task text)
+    long eval_eos_id;           // document separator in set files (dolma2 EOS 100257)
+
     // perf.*
     double peak_flops;          // FLOP/s of this machine for MFU; 0 = measure (cached)
 } Recipe;

@@ -1,0 +1,154 @@
+// cmd_eval.c: `olmo eval CKPT --recipe RECIPE.yml [key=value ...] [--set name=path ...]
+// [--task name=path ...] [--json] [--details FILE]`: evaluates a checkpoint's parameters on
+// the recipe's eval sets and tasks (plus any given here) with the same code the trainer
+// runs in-loop, prints a table, and with --json writes the metrics record to stdout.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "eval/eval.h"
+#include "eval/eval_internal.h"
+#include "model/model.h"
+#include "util/common.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: olmo eval CKPT --recipe RECIPE.yml [key=value ...] [--set name=path ...]\n"
+            "                 [--task name=path ...] [--json] [--details FILE]\n"
+            "\n"
+            "Evaluate a checkpoint on held-out perplexity sets and multiple-choice tasks\n"
+            "(docs/eval.md). CKPT is a model.safetensors file or a directory holding one.\n"
+            "The recipe gives the model shape, train.seq_len, train.micro_batch and the eval.*\n"
+            "keys (eval.sets, eval.tasks, eval.max_docs, eval.max_examples, eval.tokenizer,\n"
+            "eval.eos_id); data.*, train.max_* and schedule.* are not used.\n"
+            "\n"
+            "  --recipe FILE     the run's recipe (required)\n"
+            "  --set name=path   add a perplexity set (token file, EOS-separated documents)\n"
+            "  --task name=path  add a multiple-choice task (JSONL)\n"
+            "  --json            write the metrics as one JSON object to stdout (table to stderr)\n"
+            "  --details FILE    append one JSON line per task example (choice log-likelihoods)\n"
+            "  key=value         recipe override, e.g. eval.max_docs=10\n"
+            "\n"
+            "Metric keys: eval/<set>/{ce,ppl,bpb,tokens,bytes,docs}, eval/macro/{ce,ppl,bpb},\n"
+            "task/<name>/{acc,len_norm,bpb,examples}, eval/seconds. Bad input exits 2.\n");
+}
+
+static void add_spec(char (*list)[RECIPE_MAX_STR], int *n, const char *spec, const char *opt) {
+    if (*n >= RECIPE_MAX_PATHS) die_input("%s: at most %d items", opt, RECIPE_MAX_PATHS);
+    if (strlen(spec) >= RECIPE_MAX_STR) die_input("%s: '%s' is too long", opt, spec);
+    snprintf(list[(*n)++], RECIPE_MAX_STR, "%s", spec);
+}
+
+static double num(const cJSON *out, const char *kind, const char *name, const char *metric) {
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s/%s", kind, name, metric);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(out, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void print_table(FILE *f, const Evaluator *e, const cJSON *out) {
+    if (e->nsets) {
+        fprintf(f, "%-24s %7s %10s %9s %11s %8s\n", "set", "docs", "tokens", "ce", "ppl", "bpb");
+        for (int i = 0; i < e->nsets; i++) {
+            const char *n = e->sets[i].name;
+            fprintf(f, "%-24s %7.0f %10.0f %9.5f %11.3f %8.5f\n", n, num(out, "eval", n, "docs"),
+                    num(out, "eval", n, "tokens"), num(out, "eval", n, "ce"), num(out, "eval", n, "ppl"),
+                    num(out, "eval", n, "bpb"));
+        }
+        fprintf(f, "%-24s %7s %10s %9.5f %11.3f %8.5f\n", "macro", "", "", num(out, "eval", "macro", "ce"),
+                num(out, "eval", "macro", "ppl"), num(out, "eval", "macro", "bpb"));
+    }
+    if (e->ntasks) {
+        if (e->nsets) fprintf(f, "\n");
+        fprintf(f, "%-24s %8s %8s %8s %8s\n", "task", "examples", "acc", "len_norm", "bpb");
+        for (int i = 0; i < e->ntasks; i++) {
+            const char *n = e->tasks[i].name;
+            fprintf(f, "%-24s %8.0f %8.4f %8.4f %8.5f\n", n, num(out, "task", n, "examples"), num(out, "task", n, "acc"),
+                    num(out, "task", n, "len_norm"), num(out, "task", n, "bpb"));
+        }
+    }
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
+    if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
+    const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL;
+    int json = 0;
+    // olmo eval does not train: fill the training-only keys a recipe must have so that an
+    // eval-only recipe validates. The recipe's own values come first and are overridden
+    // here; none of these keys is read by the evaluator.
+    static char *fixed[] = {"data.paths=unused-by-olmo-eval", "train.max_steps=1", "schedule.name=constant"};
+    int nfixed = (int)(sizeof fixed / sizeof fixed[0]);
+    char **ov = xmalloc(sizeof(char *) * (size_t)(argc + nfixed));
+    int nov = 0;
+    for (int i = 0; i < nfixed; i++) ov[nov++] = fixed[i];
+    const char **sets = xmalloc(sizeof(char *) * (size_t)argc), **tasks = xmalloc(sizeof(char *) * (size_t)argc);
+    int nsets = 0, ntasks = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--recipe")) { if (!has) die_input("--recipe needs a file"); recipe_path = argv[++i]; }
+        else if (!strcmp(a, "--set")) { if (!has) die_input("--set needs name=path"); sets[nsets++] = argv[++i]; }
+        else if (!strcmp(a, "--task")) { if (!has) die_input("--task needs name=path"); tasks[ntasks++] = argv[++i]; }
+        else if (!strcmp(a, "--details")) { if (!has) die_input("--details needs a file"); details = argv[++i]; }
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (a[0] != '-' && strchr(a, '=')) ov[nov++] = argv[i];
+        else die_input("eval: unknown argument '%s' (olmo eval --help)", a);
+    }
+    if (!recipe_path) die_input("eval: give --recipe RECIPE.yml (the model shape and eval.* keys)");
+
+    Recipe *r = xcalloc(1, sizeof *r);
+    recipe_load(r, recipe_path, nov, ov);
+    for (int i = 0; i < nsets; i++) add_spec(r->eval_sets, &r->n_eval_sets, sets[i], "--set");
+    for (int i = 0; i < ntasks; i++) add_spec(r->eval_tasks, &r->n_eval_tasks, tasks[i], "--task");
+
+    // The checkpoint: a file, or a directory holding model.safetensors.
+    char *path = xstrdup(ckpt);
+    struct stat st;
+    if (stat(ckpt, &st) != 0) die_input("eval: checkpoint %s: no such file or directory", ckpt);
+    if (S_ISDIR(st.st_mode)) {
+        path = xrealloc(path, strlen(ckpt) + 32);
+        sprintf(path, "%s/model.safetensors", ckpt);
+        if (stat(path, &st) != 0) die_input("eval: checkpoint directory %s has no model.safetensors", ckpt);
+    }
+
+    Evaluator *e = eval_create(r);
+    if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks in the recipe, or --set / --task");
+    e->details_path = details;
+    if (details) {
+        FILE *f = fopen(details, "w");   // --details starts a fresh file; tasks append to it
+        if (!f) die_input("eval: cannot write --details %s", details);
+        fclose(f);
+    }
+
+    ModelConfig cfg = recipe_model_config(r);
+    Model m;
+    model_create(&m, &cfg, r->micro_batch, r->seq_len);
+    char err[1024];
+    if (params_load_safetensors(&m.table, m.params, path, err, sizeof err) != 0)
+        die_input("eval: %s", err);
+
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "checkpoint", path);
+    eval_run(e, &m, out);
+    print_table(json ? stderr : stdout, e, out);
+    if (json) {
+        char *s = cJSON_PrintUnformatted(out);
+        printf("%s\n", s);
+        free(s);
+    }
+    cJSON_Delete(out);
+    model_destroy(&m);
+    eval_free(e);
+    free(path);
+    free(r);
+    free(ov);
+    free(sets);
+    free(tasks);
+    return 0;
+}

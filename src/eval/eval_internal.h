@@ -1,0 +1,76 @@
+// eval_internal.h: the Evaluator's parts shared by eval.c (perplexity sets, the run loop),
+// tasks.c (multiple-choice tasks) and cmd_eval.c. Not a public API: eval.h is.
+#ifndef OLMO_EVAL_INTERNAL_H
+#define OLMO_EVAL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "data/tokenizer.h"
+#include "eval/eval.h"
+
+// A perplexity set: a token file (raw uint32) cut into documents at EOS. Document d is
+// tok[start[d] .. start[d+1]), its EOS last (the EOS after a document belongs to it).
+typedef struct {
+    char name[64];
+    char *path;
+    uint32_t *tok;
+    long ndocs;       // complete documents kept (after eval.max_docs)
+    size_t *start;    // ndocs + 1 boundaries
+} EvalSet;
+
+// One multiple-choice example, tokenized at load: context (few-shot prefix included) and
+// one continuation per choice.
+typedef struct {
+    int32_t *ctx;
+    int nctx;
+    int nchoices, gold;
+    int32_t **cont;   // (nchoices) token ids
+    int *ncont;
+    long *chars;      // Unicode code points of each continuation (len_norm)
+    long gold_bytes;  // UTF-8 bytes of the gold continuation (bpb)
+} TaskExample;
+
+typedef struct {
+    char name[64];
+    char *path;
+    TaskExample *ex;
+    int n;
+} EvalTask;
+
+struct Evaluator {
+    int B, T;               // micro_batch, seq_len: the model's buffers
+    long interval;
+    long max_docs, max_examples;
+    uint32_t eos;
+    int vocab;              // model vocab: ids at or above it are bad input
+    Tokenizer *tok;
+    int *tok_bytes;         // (vocab) UTF-8 bytes of each token id; specials and EOS 0
+    EvalSet *sets;
+    int nsets;
+    EvalTask *tasks;
+    int ntasks;
+    int32_t *inp, *tgt;     // (B*T) batch buffers
+    float *tok_ce;          // (B*T)
+    const char *details_path;  // optional JSONL of per-example task scores (olmo eval --details)
+};
+
+// A row of a forward batch: a token sequence seq[0..n) with n-1 <= T. Inputs are
+// seq[0..n-1), targets seq[1..n); only targets seq[first..n) are scored (first >= 1).
+typedef struct {
+    const int32_t *seq;
+    int n, first;
+} EvalRow;
+
+// Forward rows B at a time; ce_out[i] = sum of the per-token CE (nats) of row i's scored
+// targets. A row's sum depends only on the row (causal attention; padding is masked).
+void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, double *ce_out);
+
+// tasks.c
+void eval_task_load(Evaluator *e, EvalTask *t, const char *spec);
+void eval_task_free(EvalTask *t);
+void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out);
+
+// "name=path" or "path" (name = file stem without `strip` suffixes); name into name[64].
+void eval_split_spec(const char *spec, const char *const *strip, char name[64], char **path);
+
+#endif
