@@ -86,7 +86,7 @@ const char *loader_fingerprint(const Loader *l);
 void loader_peek_ids(Loader *l, uint32_t *ids);
 
 typedef struct {
-    uint64_t epoch;
+    uint64_t epoch;               // epoch of the last batch served
     double coverage;              // distinct instances served this epoch / instances per epoch
     uint64_t repeats_epoch, repeats_total, rank_overlaps, off_batch, resume_gaps;
 } LoaderTotals;

@@ -16,8 +16,8 @@
 // Expand one glob (or plain path) into sorted paths; no match is an error naming the key.
 static char **expand_glob(const char *key, const char *item, const char *pattern, int *n_out) {
     glob_t g;
-    int rc = glob(pattern, GLOB_ERR, NULL, &g);
-    if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0))
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH || rc == GLOB_ABORTED || (rc == 0 && g.gl_pathc == 0))
         die_input("%s: '%s': no file matches '%s'", key, item, pattern);
     if (rc) die_input("%s: '%s': cannot expand '%s'", key, item, pattern);
     char **out = xmalloc(g.gl_pathc * sizeof(char *));
