@@ -327,6 +327,7 @@ int main(void) {
         LoaderConfig cb = base_cfg(2);
         cb.sources[0].files[1] = odd;
         expect_bad(cb, "odd.npy': size 401 bytes is not a multiple of 4", "size not multiple of 4");
+        free(odd);
         cb = base_cfg(2);
         cb.vocab_size = 250000;   // fa2 holds 200000 + ...: fine; b (not used) not checked
         cb.sources[0].files[1] = fb;
