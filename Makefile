@@ -7,6 +7,15 @@ CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -Isrc -I/usr/include/cjson -MMD -MP
 LDLIBS := -lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread
 LDFLAGS += -fopenmp
+# MPI=1 (default): data parallelism over OpenMPI (`mpirun -np W build/olmo train ...`).
+# MPI=0 builds without it (world size 1). Flags from pkg-config, with Debian's paths as fallback.
+MPI ?= 1
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
+MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi)
+CFLAGS += -DOLMO_MPI $(MPI_CFLAGS)
+LDLIBS += $(MPI_LIBS)
+endif
 
 SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)
 OBJ := $(SRC:%.c=$(BUILD)/%.o)

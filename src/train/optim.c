@@ -140,3 +140,31 @@ float *gradacc_finish(GradAcc *g) {
     g->depth = 1;
     return g->buf[0];
 }
+
+void adamw_init_range(AdamW *o, const ParamTable *t, size_t lo, size_t hi, double beta1, double beta2, double eps,
+                      double wd, int decay_embedding) {
+    memset(o, 0, sizeof *o);
+    o->table = t;
+    size_t n = hi > lo ? hi - lo : 0;
+    o->m = xmalloc_aligned(sizeof(float) * (n ? n : 1));
+    o->v = xmalloc_aligned(sizeof(float) * (n ? n : 1));
+    memset(o->m, 0, sizeof(float) * n);
+    memset(o->v, 0, sizeof(float) * n);
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = wd;
+    o->decay_embedding = decay_embedding;
+}
+
+void adamw_apply_range(AdamW *o, float *params, const float *grads, double lr, size_t lo, size_t hi) {
+    o->step++;
+    for (int i = 0; i < o->table->n; i++) {
+        const ParamInfo *p = &o->table->p[i];
+        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a >= b) continue;   // tensor outside this shard
+        double wd = (p->kind == PARAM_EMBEDDING && !o->decay_embedding) ? 0.0 : o->weight_decay;
+        adamw_update(params + a, o->m + (a - lo), o->v + (a - lo), grads + (a - lo), b - a, (float)lr,
+                     (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd, (int)o->step);
+    }
+}

@@ -79,4 +79,14 @@ void gradacc_push(GradAcc *g);
 // Fold the remaining partial sums (newest into older, fixed order); returns the total.
 float *gradacc_finish(GradAcc *g);
 
+// ---- ZeRO-1 shards ------------------------------------------------------------------------------
+// AdamW state for the flat range [lo, hi) only: m and v hold hi - lo floats (m[0] is element
+// lo), so optimizer memory per rank falls as 1/world. adamw_free releases it.
+void adamw_init_range(AdamW *o, const ParamTable *t, size_t lo, size_t hi, double beta1, double beta2, double eps,
+                      double wd, int decay_embedding);
+// One update of elements [lo, hi) of params (full flat buffer); grads, o->m and o->v are
+// indexed from lo. Per element the arithmetic is adamw_apply's, so sharded updates are
+// bitwise identical to the whole-table update. Increments o->step.
+void adamw_apply_range(AdamW *o, float *params, const float *grads, double lr, size_t lo, size_t hi);
+
 #endif

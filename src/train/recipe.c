@@ -66,6 +66,7 @@ static const Key KEYS[] = {
     {"train.z_loss", T_DOUBLE, F(z_loss), "1e-5", "z-loss coefficient on logsumexp(logits)^2; 0 = off"},
     {"train.run_dir", T_STR, F(run_dir), "runs/default", "checkpoints, logs and the resolved recipe go here"},
     {"train.log_every", T_INT, F(log_every), "1", "log a line every this many steps"},
+    {"train.resume", T_STR, F(resume), "auto", "auto = continue from the newest checkpoint in run_dir | never | PATH of a step-* directory"},
 
     {"optim.lr", T_DOUBLE, F(lr), "3e-4", "peak learning rate (AdamW)"},
     {"optim.beta1", T_DOUBLE, F(beta1), "0.9", "AdamW beta1"},
@@ -99,6 +100,11 @@ static const Key KEYS[] = {
     {"eval.max_examples", T_LONG, F(eval_max_examples), "0", "examples per task, the first ones; 0 = all"},
     {"eval.tokenizer", T_STR, F(eval_tokenizer), "", "tokenizer.json for byte counts and task text; \"\" = dolma2 default (env OLMO_TOKENIZER)"},
     {"eval.eos_id", T_LONG, F(eval_eos_id), "100257", "document separator in eval set files (dolma2 EOS)"},
+
+    {"ckpt.interval", T_LONG, F(ckpt_interval), "1000", "write a checkpoint every this many steps (and at the end); 0 = only at the end"},
+    {"ckpt.keep_last", T_INT, F(ckpt_keep_last), "3", "keep the newest this many checkpoints (at least 1)"},
+    {"ckpt.keep_every", T_LONG, F(ckpt_keep_every), "0", "also keep every checkpoint whose step is a multiple of this; 0 = none"},
+    {"ckpt.async", T_BOOL, F(ckpt_async), "true", "snapshot to host memory, write on a background thread"},
 
     {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "peak FLOP/s of this machine for MFU; 0 = measure"},
 };

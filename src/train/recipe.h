@@ -31,6 +31,7 @@ typedef struct {
     double z_loss;              // z-loss coefficient (1e-5); 0 disables
     char run_dir[RECIPE_MAX_STR];
     int log_every;
+    char resume[RECIPE_MAX_STR];    // auto | never | PATH of a checkpoint directory
 
     // optim.*
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
@@ -69,6 +70,12 @@ typedef struct {
     long eval_max_examples;     // examples per task; 0 = all
     char eval_tokenizer[RECIPE_MAX_STR];  // "" = default dolma2 path (byte counts, task text)
     long eval_eos_id;           // document separator in set files (dolma2 EOS 100257)
+
+    // ckpt.*
+    long ckpt_interval;         // steps between checkpoints; 0 = only the final one
+    int ckpt_keep_last;         // newest checkpoints kept
+    long ckpt_keep_every;       // also keep steps divisible by this; 0 = none
+    int ckpt_async;             // bool: write on a background thread
 
     // perf.*
     double peak_flops;          // FLOP/s of this machine for MFU; 0 = measure (cached)

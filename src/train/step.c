@@ -1,10 +1,60 @@
 // step.c: see step.h.
 #include "train/step.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
-                      int micro_batch, int T, long step, float *grads_out) {
+#include "dist/dist.h"
+#include "kernels/kernels.h"
+#include "util/common.h"
+
+void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, double beta1, double beta2, double eps,
+                      double wd, int decay_embedding) {
+    const size_t n = tc->model->table.total;
+    tc->world = world;
+    tc->rank = rank;
+    tc->bounds = xmalloc(sizeof(size_t) * ((size_t)world + 1));
+    dist_shard_bounds(n, world, tc->bounds);
+    size_t lo = tc->bounds[rank], hi = tc->bounds[rank + 1];
+    adamw_init_range(&tc->opt, &tc->model->table, lo, hi, beta1, beta2, eps, wd, decay_embedding);
+    if (world > 1) {
+        tc->shard_grad = xmalloc_aligned(sizeof(float) * (hi - lo + 1));
+        // Rank r receives shard r from every rank: world x its own shard size.
+        tc->recv = xmalloc_aligned(sizeof(float) * (hi - lo + 1) * (size_t)world);
+    }
+    tc->chunk_sq = xcalloc((n + DIST_CHUNK - 1) / DIST_CHUNK + 1, sizeof(double));
+    tc->loss_local = xcalloc(2 * (size_t)micro_per_rank, sizeof(double));
+    tc->loss_all = xcalloc(2 * (size_t)micro_per_rank * (size_t)world, sizeof(double));
+}
+
+void train_core_free(TrainCore *tc) {
+    adamw_free(&tc->opt);
+    gradacc_free(&tc->acc);
+    free(tc->bounds);
+    free(tc->shard_grad);
+    free(tc->recv);
+    free(tc->chunk_sq);
+    free(tc->loss_local);
+    free(tc->loss_all);
+    tc->bounds = NULL;
+    tc->shard_grad = tc->recv = NULL;
+    tc->chunk_sq = tc->loss_local = tc->loss_all = NULL;
+}
+
+void train_core_range(const TrainCore *tc, size_t *lo, size_t *hi) {
+    if (tc->bounds) {
+        *lo = tc->bounds[tc->rank];
+        *hi = tc->bounds[tc->rank + 1];
+    } else {
+        *lo = 0;
+        *hi = tc->model->table.total;
+    }
+}
+
+// The single-process step (no shard state): the original path, used by bench and tools.
+static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
+                              int micro_batch, int T, long step, float *grads_out) {
     StepResult r = {0};
     Model *m = tc->model;
     const size_t n = m->table.total;
@@ -33,5 +83,60 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
     r.lr = schedule_lr(&tc->sched, step);
     r.skipped = tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0;
     if (!r.skipped) adamw_apply(&tc->opt, m->params, grads, r.lr);
+    return r;
+}
+
+StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
+                      int micro_batch, int T, long step, float *grads_out) {
+    if (!tc->bounds) return step_single(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
+    StepResult r = {0};
+    Model *m = tc->model;
+    const int W = tc->world;
+    const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
+    const int local_batch = global_batch / W, k = local_batch / micro_batch;
+    // The count is an exact integer sum over ranks: every rank scales by the same 1/count.
+    long count = 0;
+    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
+    count = dist_sum_long(count);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    gradacc_reset(&tc->acc);
+    for (int j = 0; j < k; j++) {
+        float *g = gradacc_slot(&tc->acc);
+        size_t off = (size_t)j * micro_batch * T;
+        LossSums s = model_forward_backward(m, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, g,
+                                            NULL, NULL);
+        gradacc_push(&tc->acc);
+        tc->loss_local[2 * j] = s.ce_sum;
+        tc->loss_local[2 * j + 1] = s.z_sum;
+    }
+    float *local = gradacc_finish(&tc->acc);
+    if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
+    // Loss sums in global micro-batch order (the order of a single process).
+    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+    double ce = 0, z = 0;
+    for (int j = 0; j < k * W; j++) {
+        ce += tc->loss_all[2 * j];
+        z += tc->loss_all[2 * j + 1];
+    }
+    float *g = W > 1 ? tc->shard_grad : local + lo;
+    if (W > 1) dist_reduce_scatter(local, g, tc->recv, tc->bounds);
+    r.n_valid = count;
+    r.ce = count ? ce / count : 0;
+    r.z_loss = count ? tc->z_loss * z / count : 0;
+    r.loss = r.ce + r.z_loss;
+    // As clip_grad_norm (torch clip_grad_norm_), from the chunked sharded sum of squares.
+    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq));
+    if (tc->max_grad_norm > 0) {
+        double coef = tc->max_grad_norm / (norm + 1e-6);
+        if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
+    }
+    r.grad_norm = norm;
+    r.lr = schedule_lr(&tc->sched, step);
+    // loss and norm are identical on every rank, so every rank takes the same decision.
+    r.skipped = tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0;
+    if (!r.skipped) {
+        adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
+        dist_allgather_shards(m->params, tc->bounds);
+    }
     return r;
 }

@@ -1,15 +1,23 @@
-// trainer.c: `olmo train RECIPE.yml [key=value ...]`: the training loop. Validates the
-// recipe and the data before writing anything, then per step: loader batch -> train_step
-// -> one progress line and one metrics.jsonl record.
+// trainer.c: `olmo train RECIPE.yml [key=value ...]`, also as `mpirun -np W olmo train ...`:
+// the training loop. Validates the recipe, the data, the evaluation sets and any
+// checkpoint to resume from before writing anything, then per step: this rank's block
+// of the global batch -> train_step (reduction across ranks, ZeRO-1 AdamW) -> one
+// progress line and one metrics.jsonl record (rank 0), checkpoints every ckpt.interval
+// steps and at the end, held-out evaluation at step 0, every eval.interval and at the end.
+// SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step, checkpoint, exit 0.
 #include <cjson/cJSON.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "data/loader.h"
+#include "dist/dist.h"
+#include "eval/eval.h"
 #include "model/model.h"
+#include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/peak.h"
 #include "train/recipe.h"
@@ -19,10 +27,119 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo train RECIPE.yml [key=value ...]\n"
+            "       mpirun -np W olmo train RECIPE.yml [key=value ...]   (data parallel, ZeRO-1)\n"
             "  Trains the recipe's model. Overrides use dotted keys (optim.lr=1e-3 model.n_layers=2).\n"
-            "  Writes RUN_DIR/recipe.yml (resolved), RUN_DIR/metrics.jsonl, RUN_DIR/model.safetensors.\n"
+            "  Writes RUN_DIR/recipe.yml (resolved), RUN_DIR/metrics.jsonl, RUN_DIR/checkpoints/step-N/\n"
+            "  (see docs/checkpoints.md) and RUN_DIR/model.safetensors at the end. train.resume=auto\n"
+            "  (default) continues from the newest checkpoint, with any world size that divides\n"
+            "  global_batch / micro_batch. SIGTERM/SIGINT/SIGUSR1: checkpoint after this step, exit 0.\n"
             "  MFU uses the OLMo-core FLOP count (6N + 12 L H Dh T) against perf.peak_flops or a\n"
             "  cached fp32 GEMM calibration of this machine.\n\nrecipe keys:\n");
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+// Rank 0 prints a message; every rank leaves with `code` (all ranks reach this together).
+static void fail_all(int rank, int code, const char *msg) {
+    if (rank == 0) fprintf(stderr, "olmo: error: %s\n", msg);
+    dist_exit(code);
+}
+
+// On resume: keep the metrics records of steps <= step (and lines without a step), drop
+// the rest and any torn last line, rewritten atomically; the run then appends.
+static void metrics_truncate(const char *run_dir, long step) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    size_t len;
+    char *txt = read_file_all(path, &len);
+    if (!txt) return;
+    char *out = xmalloc(len + 1);
+    size_t o = 0;
+    long dropped = 0;
+    for (char *line = txt; *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl) {   // torn last line (killed mid-write)
+            dropped++;
+            break;
+        }
+        *nl = 0;
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "step");
+        int keep = j && (!cJSON_IsNumber(s) || s->valuedouble <= (double)step);
+        cJSON_Delete(j);
+        if (keep) {
+            size_t l = strlen(line);
+            memcpy(out + o, line, l);
+            out[o + l] = '\n';
+            o += l + 1;
+        } else dropped++;
+        line = nl + 1;
+    }
+    if (write_file_atomic(path, out, o) != 0) die("cannot rewrite %s", path);
+    if (dropped) printf("metrics: dropped %ld record(s) after step %ld from %s\n", dropped, step, path);
+    free(out);
+    free(txt);
+}
+
+typedef struct {
+    const Recipe *r;
+    Model *m;
+    TrainCore *tc;
+    Loader *loader;
+    CkptWriter *w;      // rank 0 only
+    const char *yaml, *yaml_sha;
+    int rank, world;
+} Ctx;
+
+// Snapshot (params + gathered Adam shards) to host memory on rank 0, then write there
+// in the background. Collective: every rank calls it.
+static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, double lr) {
+    double t0 = now_seconds();
+    float *P = NULL, *M = NULL, *V = NULL;
+    if (c->rank == 0) {
+        ckpt_snapshot_buffers(c->w, &P, &M, &V);   // waits for the previous write
+        memcpy(P, c->m->params, sizeof(float) * c->m->table.total);
+    }
+    dist_gather_shards(c->tc->opt.m, M, c->tc->bounds);
+    dist_gather_shards(c->tc->opt.v, V, c->tc->bounds);
+    if (c->rank != 0) return;
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    st.step = step;
+    st.tokens = tokens;
+    st.skipped_total = skipped_total;
+    st.adam_step = c->tc->opt.step;
+    st.world_size = c->world;
+    st.global_batch = c->r->global_batch;
+    st.micro_batch = c->r->micro_batch;
+    st.seq_len = c->r->seq_len;
+    loader_get_state(c->loader, &st.loader);
+    st.skip = c->tc->skip;
+    st.sched = c->tc->sched;
+    st.lr = lr;
+    st.cfg = c->m->cfg;
+    st.n_params = c->m->table.total;
+    snprintf(st.recipe_sha256, sizeof st.recipe_sha256, "%s", c->yaml_sha);
+    st.recipe_yaml = (char *)c->yaml;
+    ckpt_commit(c->w, &st);
+    printf("checkpoint: step %ld -> %s/checkpoints/step-%08ld (snapshot %.3fs%s)\n", step, c->r->run_dir, step,
+           now_seconds() - t0, c->r->ckpt_async ? ", writing in the background" : "");
+    fflush(stdout);
+}
+
+static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "eval");
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    eval_run(ev, m, o);
+    metrics_write(log, o);
+    eval_print_summary(o, step);
+    fflush(stdout);
+    cJSON_Delete(o);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -43,104 +160,212 @@ int cmd_train(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    Recipe r;
-    recipe_load(&r, recipe_path, nov, ov);
-    ModelConfig cfg = recipe_model_config(&r);
-    const long total_steps = recipe_total_steps(&r);
-    const int T = r.seq_len, GB = r.global_batch, MB = r.micro_batch;
+    dist_init();
+    const int rank = dist_rank(), W = dist_world();
+    Recipe *rp = xmalloc(sizeof(Recipe));   // large (path lists): not on the stack
+    recipe_load(rp, recipe_path, nov, ov);
+    const Recipe *r = rp;
+    ModelConfig cfg = recipe_model_config(r);
+    const long total_steps = recipe_total_steps(r);
+    const int T = r->seq_len, GB = r->global_batch, MB = r->micro_batch;
+    char msg[8192];
+    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches.
+    if (GB % MB != 0 || (GB / MB) % W != 0) {
+        snprintf(msg, sizeof msg,
+                 "train.global_batch %d / train.micro_batch %d = %d micro-batches do not split over %d ranks "
+                 "(micro-batches per rank must be an integer)", GB, MB, GB / MB, W);
+        fail_all(rank, 2, msg);
+    }
+    const int local_batch = GB / W, micro_per_rank = local_batch / MB;
 
-    // Open the data before anything is written: a bad file stops the run with nothing on disk.
+    // Open the data, the eval sets and the checkpoint before anything is written: bad
+    // input stops the run with nothing on disk.
     LoaderConfig lc;
-    recipe_loader_config(&r, &lc, 1, 0);
+    recipe_loader_config(r, &lc, W, rank);
     Loader *loader = loader_create(&lc);
+    Evaluator *ev = rank == 0 ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
-    if (mkdir_p(r.run_dir) != 0) die("cannot create run_dir %s", r.run_dir);
-    char path[4096];
-    char *yaml = recipe_to_yaml(&r);
-    snprintf(path, sizeof path, "%s/recipe.yml", r.run_dir);
-    if (write_file_atomic(path, yaml, strlen(yaml)) != 0) die("cannot write %s", path);
-    free(yaml);
+    if (rank == 0) ckpt_clean_temp(r->run_dir);
+    dist_barrier();
+    char ckpt_dir[4600] = "";
+    int resume = ckpt_resolve(r->run_dir, r->resume, ckpt_dir, sizeof ckpt_dir, msg, sizeof msg);
+    if (resume < 0) fail_all(rank, 2, msg);
 
     Model m;
     model_create(&m, &cfg, MB, T);
-    param_init(&m.table, m.params, r.seed);
+    param_init(&m.table, m.params, r->seed);
     TrainCore tc = {0};
     tc.model = &m;
-    adamw_init(&tc.opt, &m.table, r.beta1, r.beta2, r.eps, r.weight_decay, r.decay_embedding);
+    train_core_shard(&tc, W, rank, micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
     gradacc_init(&tc.acc, m.table.total);
-    skipstep_init(&tc.skip, r.skip_step_window, r.skip_step_sigma);
-    tc.use_skip = r.skip_step;
-    tc.max_grad_norm = r.max_grad_norm;
-    tc.z_loss = (float)r.z_loss;
-    snprintf(tc.sched.name, sizeof tc.sched.name, "%s", r.schedule);
-    tc.sched.peak = r.lr;
-    tc.sched.warmup = r.warmup_steps;
+    skipstep_init(&tc.skip, r->skip_step_window, r->skip_step_sigma);
+    tc.use_skip = r->skip_step;
+    tc.max_grad_norm = r->max_grad_norm;
+    tc.z_loss = (float)r->z_loss;
+    snprintf(tc.sched.name, sizeof tc.sched.name, "%s", r->schedule);
+    tc.sched.peak = r->lr;
+    tc.sched.warmup = r->warmup_steps;
     tc.sched.max_steps = total_steps;
-    tc.sched.alpha_f = r.alpha_f;
-    tc.sched.decay_steps = r.decay_steps;
+    tc.sched.alpha_f = r->alpha_f;
+    tc.sched.decay_steps = r->decay_steps;
 
-    const char *peak_src = "";
-    double peak = peak_flops(r.peak_flops, &peak_src);
-    double fpt = model_flops_per_token_olmo_core(&cfg, T), fpt_w = model_flops_per_token_window(&cfg, T);
-    printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d threads\n", recipe_path,
-           model_num_params(&cfg), total_steps, GB, T, omp_get_max_threads());
-    printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) vs peak %.1f GFLOP/s (%s)\n", fpt / 1e9, fpt_w / 1e9,
-           peak / 1e9, peak_src);
-    fflush(stdout);
+    char *yaml = recipe_to_yaml(r);
+    char yaml_sha[65];
+    ckpt_sha256_hex(yaml, strlen(yaml), yaml_sha);
+    long start_step = 0, tokens = 0, skipped_total = 0;
+    if (resume == 1) {
+        TrainState st;
+        size_t lo, hi;
+        train_core_range(&tc, &lo, &hi);
+        double t0 = now_seconds();
+        if (ckpt_load(ckpt_dir, &m.table, &cfg, m.params, tc.opt.m, tc.opt.v, lo, hi, &st, msg, sizeof msg) != 0) {
+            char m2[8400];
+            snprintf(m2, sizeof m2, "cannot resume from %s: %s", ckpt_dir, msg);
+            fail_all(rank, 2, m2);
+        }
+        start_step = st.step;
+        tokens = st.tokens;
+        skipped_total = st.skipped_total;
+        tc.opt.step = st.adam_step;
+        // History as saved; the recipe's window decides how much of it is kept.
+        int keep = st.skip.n < tc.skip.window + 1 ? st.skip.n : tc.skip.window + 1;
+        tc.skip.n = keep;
+        memcpy(tc.skip.loss, st.skip.loss + (st.skip.n - keep), sizeof(double) * (size_t)keep);
+        memcpy(tc.skip.gnorm, st.skip.gnorm + (st.skip.n - keep), sizeof(double) * (size_t)keep);
+        loader_set_state(loader, &st.loader, 0);
+        if (rank == 0) {
+            printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", ckpt_dir, st.step,
+                   st.tokens, st.world_size, st.world_size > 1 ? "s" : "", W, now_seconds() - t0);
+            if (strcmp(st.recipe_sha256, yaml_sha) != 0)
+                printf("resume: note: the resolved recipe differs from the checkpoint's (sha256 %.12s vs %.12s)\n",
+                       st.recipe_sha256, yaml_sha);
+        }
+        ckpt_state_free(&st);
+    }
 
-    MetricsLog log;
-    metrics_open(&log, r.run_dir, "w");
-    int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)GB * T), *targets = xmalloc(sizeof(int32_t) * (size_t)GB * T);
-    long tokens = 0, skipped_total = 0;
+    char path[4200];
+    MetricsLog log = {0};
+    CkptWriter *w = NULL;
+    double peak = 0, fpt = 0;
+    if (rank == 0) {
+        if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
+        snprintf(path, sizeof path, "%s/recipe.yml", r->run_dir);
+        if (write_file_atomic(path, yaml, strlen(yaml)) != 0) die("cannot write %s", path);
+        if (resume == 1) metrics_truncate(r->run_dir, start_step);
+        metrics_open(&log, r->run_dir, resume == 1 ? "a" : "w");
+        w = ckpt_writer_create(r->run_dir, &m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
+        const char *peak_src = "";
+        peak = peak_flops(r->peak_flops, &peak_src);
+        fpt = model_flops_per_token_olmo_core(&cfg, T);
+        double fpt_w = model_flops_per_token_window(&cfg, T);
+        printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads | "
+               "%d micro-batch%s of %d per rank\n",
+               recipe_path, model_num_params(&cfg), total_steps, GB, T, W, W > 1 ? "s" : "", omp_get_max_threads(),
+               micro_per_rank, micro_per_rank > 1 ? "es" : "", MB);
+        printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) vs peak %.1f GFLOP/s (%s)\n", fpt / 1e9,
+               fpt_w / 1e9, peak / 1e9, peak_src);
+        fflush(stdout);
+    }
+    Ctx c = {r, &m, &tc, loader, w, yaml, yaml_sha, rank, W};
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+
+    // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
+    if (ev && start_step == 0) run_eval(ev, &m, &log, 0);
+
+    int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
+    int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
     double t_start = now_seconds(), t_train = 0;
-    for (long step = 1; step <= total_steps; step++) {
+    long step = start_step, last_saved = start_step, steps_run = 0;
+    int stopped = 0;
+    StepResult res = {0};
+    while (step < total_steps) {
+        step++;
         double t0 = now_seconds();
         loader_next_batch(loader, inputs, targets);
-        StepResult res = train_step(&tc, inputs, targets, GB, MB, T, step, NULL);
+        res = train_step(&tc, inputs, targets, GB, MB, T, step, NULL);
         double dt = now_seconds() - t0;
         t_train += dt;
+        steps_run++;
         tokens += (long)GB * T;
         skipped_total += res.skipped;
-        double tps = (double)GB * T / dt;
-        double mfu = tps * fpt / peak;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "kind", "train");
-        cJSON_AddNumberToObject(o, "step", (double)step);
-        cJSON_AddNumberToObject(o, "loss", res.loss);
-        cJSON_AddNumberToObject(o, "ce", res.ce);
-        cJSON_AddNumberToObject(o, "z_loss", res.z_loss);
-        cJSON_AddNumberToObject(o, "lr", res.lr);
-        cJSON_AddNumberToObject(o, "grad_norm", res.grad_norm);
-        cJSON_AddNumberToObject(o, "tokens", (double)tokens);
-        cJSON_AddNumberToObject(o, "tokens_per_s", tps);
-        cJSON_AddNumberToObject(o, "mfu", mfu);
-        cJSON_AddNumberToObject(o, "skipped", res.skipped);
-        cJSON_AddNumberToObject(o, "skipped_total", (double)skipped_total);
-        cJSON_AddNumberToObject(o, "step_time", dt);
-        loader_metrics(loader, o);
-        metrics_write(&log, o);
-        cJSON_Delete(o);
-        if (step % r.log_every == 0 || step == total_steps || step == 1) {
-            char eta[32];
-            format_duration(eta, sizeof eta, t_train / step * (total_steps - step));
-            printf("step %6ld/%ld | loss %.4f (ce %.4f z %.2e) | lr %.3e | gnorm %.3f | %6.0f tok/s | MFU %4.1f%% | ETA %s%s\n",
-                   step, total_steps, res.loss, res.ce, res.z_loss, res.lr, res.grad_norm, tps, 100 * mfu, eta,
-                   res.skipped ? " | SKIPPED" : "");
-            fflush(stdout);
+        if (rank == 0) {
+            double tps = (double)GB * T / dt;
+            double mfu = tps * fpt / peak;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "kind", "train");
+            cJSON_AddNumberToObject(o, "step", (double)step);
+            cJSON_AddNumberToObject(o, "loss", res.loss);
+            cJSON_AddNumberToObject(o, "ce", res.ce);
+            cJSON_AddNumberToObject(o, "z_loss", res.z_loss);
+            cJSON_AddNumberToObject(o, "lr", res.lr);
+            cJSON_AddNumberToObject(o, "grad_norm", res.grad_norm);
+            cJSON_AddNumberToObject(o, "tokens", (double)tokens);
+            cJSON_AddNumberToObject(o, "tokens_per_s", tps);
+            cJSON_AddNumberToObject(o, "tokens_per_s_per_rank", tps / W);
+            cJSON_AddNumberToObject(o, "world_size", W);
+            cJSON_AddNumberToObject(o, "mfu", mfu / W);
+            cJSON_AddNumberToObject(o, "skipped", res.skipped);
+            cJSON_AddNumberToObject(o, "skipped_total", (double)skipped_total);
+            cJSON_AddNumberToObject(o, "step_time", dt);
+            loader_metrics(loader, o);
+            metrics_write(&log, o);
+            cJSON_Delete(o);
+            if (step % r->log_every == 0 || step == total_steps || step == start_step + 1) {
+                char eta[32];
+                format_duration(eta, sizeof eta, t_train / steps_run * (total_steps - step));
+                printf("step %6ld/%ld | loss %.4f (ce %.4f z %.2e) | lr %.3e | gnorm %.3f | %6.0f tok/s | MFU %4.1f%% | "
+                       "ETA %s%s\n",
+                       step, total_steps, res.loss, res.ce, res.z_loss, res.lr, res.grad_norm, tps, 100 * mfu / W, eta,
+                       res.skipped ? " | SKIPPED" : "");
+                fflush(stdout);
+            }
+        }
+        // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
+        if (ev && eval_due(ev, step, total_steps)) run_eval(ev, &m, &log, step);
+        // Every rank sees the same decision: a signal to any rank stops them all here.
+        if (dist_any(g_stop)) {
+            stopped = 1;
+            break;
+        }
+        if (r->ckpt_interval > 0 && step % r->ckpt_interval == 0 && step < total_steps) {
+            save_checkpoint(&c, step, tokens, skipped_total, res.lr);
+            last_saved = step;
         }
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", r.run_dir);
-    params_save_safetensors(&m.table, m.params, path, NULL);
-    double wall = now_seconds() - t_start;
-    printf("done: %ld steps, %ld tokens in %.1fs (%.0f tok/s), %ld skipped; model: %s\n", total_steps, tokens, wall,
-           tokens / (t_train > 0 ? t_train : 1), skipped_total, path);
-    metrics_close(&log);
+    if (step != last_saved || (steps_run == 0 && resume != 1)) save_checkpoint(&c, step, tokens, skipped_total, res.lr);
+    if (rank == 0) {
+        double wsec = ckpt_wait(w);
+        if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(w), wsec);
+        double wall = now_seconds() - t_start;
+        if (stopped) {
+            printf("stopped by signal after step %ld: checkpoint written; rerun the same command to continue\n", step);
+        } else {
+            snprintf(path, sizeof path, "%s/model.safetensors", r->run_dir);
+            params_save_safetensors(&m.table, m.params, path, NULL);
+            printf("done: %ld steps (%ld this run), %ld tokens in %.1fs (%.0f tok/s), %ld skipped; model: %s\n", step,
+                   steps_run, tokens, wall, steps_run * (double)GB * T / (t_train > 0 ? t_train : 1), skipped_total,
+                   path);
+        }
+        fflush(stdout);
+        metrics_close(&log);
+        ckpt_writer_free(w);
+    }
+    if (ev) eval_free(ev);
     free(inputs);
     free(targets);
+    free(yaml);
     loader_free(loader);
-    gradacc_free(&tc.acc);
-    adamw_free(&tc.opt);
+    recipe_loader_config_free(&lc);
+    train_core_free(&tc);
     model_destroy(&m);
+    free(rp);
     free(ov);
+    dist_finalize();
     return 0;
 }

@@ -1,0 +1,217 @@
+// dist.c: see dist.h. Built with OLMO_MPI (Makefile MPI=1, the default) the collectives
+// are MPI calls; without it, or when the process was not started by mpirun, the world
+// is one rank and each collective is the identity.
+#include "dist/dist.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/common.h"
+
+#ifdef OLMO_MPI
+#include <mpi.h>
+#endif
+
+static int g_init, g_mpi, g_rank, g_world = 1;
+
+void dist_init(void) {
+    if (g_init) return;
+    g_init = 1;
+#ifdef OLMO_MPI
+    // Only join MPI when a launcher started us: a plain `olmo train` stays MPI-free (no
+    // singleton start-up cost, works where no MPI runtime is configured).
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) {
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+        g_mpi = 1;
+    }
+#endif
+}
+
+void dist_finalize(void) {
+#ifdef OLMO_MPI
+    if (g_mpi) MPI_Finalize();
+#endif
+    g_mpi = 0;
+}
+
+int dist_rank(void) { return g_rank; }
+int dist_world(void) { return g_world; }
+int dist_is_mpi(void) { return g_mpi; }
+
+void dist_barrier(void) {
+#ifdef OLMO_MPI
+    if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+void dist_exit(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    dist_finalize();
+    exit(code);
+}
+
+void dist_shard_bounds(size_t n, int world, size_t *bounds) {
+    size_t nchunks = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    for (int r = 0; r <= world; r++) {
+        size_t c = nchunks * (size_t)r / (size_t)world;
+        size_t b = c * DIST_CHUNK;
+        bounds[r] = b < n ? b : n;
+    }
+    bounds[world] = n;
+}
+
+#ifdef OLMO_MPI
+// MPI counts are ints; shards of more than 2^31 floats would need a derived datatype.
+static void counts_of(const size_t *bounds, int *cnt, int *dsp) {
+    for (int r = 0; r < g_world; r++) {
+        size_t c = bounds[r + 1] - bounds[r];
+        if (c > INT32_MAX || bounds[r] > INT32_MAX) die("dist: shard too large for MPI int counts");
+        cnt[r] = (int)c;
+        dsp[r] = (int)bounds[r];
+    }
+}
+#endif
+
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds) {
+    const int W = g_world, r = g_rank;
+    const size_t S = bounds[r + 1] - bounds[r];
+    if (W == 1) {
+        if (shard_out != local) memcpy(shard_out, local, sizeof(float) * S);
+        return;
+    }
+#ifdef OLMO_MPI
+    // Send shard j of my partial sum to rank j; receive shard r of rank i's at i*S.
+    int *scnt = xmalloc(sizeof(int) * 4 * (size_t)W), *sdsp = scnt + W, *rcnt = scnt + 2 * W, *rdsp = scnt + 3 * W;
+    counts_of(bounds, scnt, sdsp);
+    for (int i = 0; i < W; i++) {
+        rcnt[i] = (int)S;
+        rdsp[i] = (int)(S * (size_t)i);
+    }
+    MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, MPI_COMM_WORLD);
+    free(scnt);
+    // Binary counter over source ranks: merge the two newest partial sums whenever they
+    // cover equal spans, then fold newest into older (exactly GradAcc's order).
+    int stack[64];
+    long span[64];
+    int depth = 0;
+    for (int i = 0; i < W; i++) {
+        stack[depth] = i;
+        span[depth++] = 1;
+        while (depth >= 2 && span[depth - 1] == span[depth - 2]) {
+            add_inplace(recv + S * (size_t)stack[depth - 2], recv + S * (size_t)stack[depth - 1], S);
+            span[depth - 2] *= 2;
+            depth--;
+        }
+    }
+    for (int i = depth - 1; i >= 1; i--) add_inplace(recv + S * (size_t)stack[i - 1], recv + S * (size_t)stack[i], S);
+    memcpy(shard_out, recv + S * (size_t)stack[0], sizeof(float) * S);
+#else
+    (void)recv;
+#endif
+}
+
+double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part) {
+    const int W = g_world, r = g_rank;
+    const size_t n = bounds[W], lo = bounds[r], hi = bounds[r + 1];
+    const size_t c0 = lo / DIST_CHUNK, c1 = (hi + DIST_CHUNK - 1) / DIST_CHUNK;
+    // Same per-chunk loop as the kernel's sumsq (a sequential double sum: not reassociated
+    // by the compiler), so W = 1 reproduces sumsq(grads, n) exactly.
+#pragma omp parallel for schedule(static)
+    for (size_t c = c0; c < c1; c++) {
+        size_t a = c * DIST_CHUNK, b = a + DIST_CHUNK < hi ? a + DIST_CHUNK : hi;
+        double s = 0.0;
+        for (size_t i = a; i < b; i++) s += (double)shard[i - lo] * shard[i - lo];
+        part[c] = s;
+    }
+#ifdef OLMO_MPI
+    if (W > 1) {
+        int *cnt = xmalloc(sizeof(int) * 2 * (size_t)W), *dsp = cnt + W;
+        size_t nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+        for (int i = 0; i < W; i++) {
+            size_t a = bounds[i] / DIST_CHUNK, b = i == W - 1 ? nch : bounds[i + 1] / DIST_CHUNK;
+            dsp[i] = (int)a;
+            cnt[i] = (int)(b - a);
+        }
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, part, cnt, dsp, MPI_DOUBLE, MPI_COMM_WORLD);
+        free(cnt);
+    }
+#endif
+    size_t nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    double total = 0.0;
+    for (size_t c = 0; c < nch; c++) total += part[c];
+    return total;
+}
+
+void dist_allgather_shards(float *buf, const size_t *bounds) {
+    if (g_world == 1) return;
+#ifdef OLMO_MPI
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
+    counts_of(bounds, cnt, dsp);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
+    free(cnt);
+#else
+    (void)buf, (void)bounds;
+#endif
+}
+
+void dist_gather_shards(const float *shard, float *full, const size_t *bounds) {
+    if (g_world == 1) {
+        memcpy(full, shard, sizeof(float) * bounds[1]);
+        return;
+    }
+#ifdef OLMO_MPI
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
+    counts_of(bounds, cnt, dsp);
+    MPI_Gatherv(shard, cnt[g_rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    free(cnt);
+#endif
+}
+
+void dist_allgather_doubles(const double *mine, int k, double *all) {
+    if (g_world == 1) {
+        memcpy(all, mine, sizeof(double) * (size_t)k);
+        return;
+    }
+#ifdef OLMO_MPI
+    MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD);
+#endif
+}
+
+long dist_sum_long(long x) {
+#ifdef OLMO_MPI
+    if (g_world > 1) {
+        long y;
+        MPI_Allreduce(&x, &y, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        return y;
+    }
+#endif
+    return x;
+}
+
+int dist_any(int flag) {
+#ifdef OLMO_MPI
+    if (g_world > 1) {
+        int y, f = flag != 0;
+        MPI_Allreduce(&f, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        return y;
+    }
+#endif
+    return flag != 0;
+}
+
+void dist_bcast(void *buf, size_t bytes, int root) {
+#ifdef OLMO_MPI
+    if (g_world > 1) {
+        if (bytes > INT32_MAX) die("dist_bcast: %zu bytes too large", bytes);
+        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+    }
+#else
+    (void)buf, (void)bytes, (void)root;
+#endif
+}

@@ -1,0 +1,54 @@
+// dist.h: data parallelism. One process per rank, launched by `mpirun -np W olmo ...`;
+// without mpirun (or in a build with MPI=0) everything runs as world size 1 and no MPI
+// call is made. Every collective here has a fixed reduction order (DESIGN.md
+// determinism rule 3), so the result never depends on timing or on which rank answers
+// first:
+//   - the gradient reduce-scatter sums the ranks' partial sums in a binary-counter tree
+//     over the source rank index (the same tree GradAcc builds over micro-batches), so a
+//     power-of-two number of micro-batches per rank gives the tree of a single process;
+//   - the squared norm is summed over fixed 65536-float chunks in chunk order, and shard
+//     boundaries fall on chunk boundaries, so the norm is the same for every world size;
+//   - small double vectors (loss sums) are all-gathered and summed in global order.
+// A ZeRO-1 shard is the contiguous range [bounds[r], bounds[r+1]) of the flat buffer.
+#ifndef OLMO_DIST_H
+#define OLMO_DIST_H
+
+#include <stddef.h>
+
+// Chunk of the deterministic squared norm (= SUMSQ_CHUNK of the CPU kernel); shards are
+// whole chunks so per-chunk partials are the same whatever the world size.
+#define DIST_CHUNK 65536
+
+// Start (MPI_Init when launched by mpirun) and stop. dist_init is idempotent.
+void dist_init(void);
+void dist_finalize(void);
+int dist_rank(void);
+int dist_world(void);
+int dist_is_mpi(void);
+void dist_barrier(void);
+// Exit the whole job with `code` (after a message printed by the caller).
+void dist_exit(int code) __attribute__((noreturn));
+
+// Shard boundaries for n floats over W ranks: bounds[0..W], multiples of DIST_CHUNK
+// (except bounds[W] = n), chunks spread as evenly as possible.
+void dist_shard_bounds(size_t n, int world, size_t *bounds);
+
+// Reduce-scatter: every rank holds its full partial sum `local` (n = bounds[W] floats);
+// rank r receives shard r of every rank (MPI_Alltoallv into recv: world x shard r floats)
+// and sums them in a binary-counter tree over source ranks into shard_out.
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds);
+// Global sum of squares of a sharded vector: this rank's shard [bounds[r], bounds[r+1]);
+// per-chunk partials (double), all-gathered, summed in chunk order. chunk_scratch holds
+// ceil(n / DIST_CHUNK) doubles.
+double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *chunk_scratch);
+// All-gather shards in place: buf (n floats) has this rank's shard filled; afterwards all.
+void dist_allgather_shards(float *buf, const size_t *bounds);
+// Gather shards to rank 0: full (n floats, rank 0 only; may be NULL elsewhere).
+void dist_gather_shards(const float *shard, float *full, const size_t *bounds);
+// Every rank contributes k doubles; all receives world*k doubles in rank order.
+void dist_allgather_doubles(const double *mine, int k, double *all);
+long dist_sum_long(long x);          // exact integer sum over ranks
+int dist_any(int flag);              // 1 if any rank passes a non-zero flag
+void dist_bcast(void *buf, size_t bytes, int root);
+
+#endif

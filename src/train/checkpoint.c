@@ -1,0 +1,585 @@
+// checkpoint.c: see checkpoint.h.
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+#include "util/common.h"
+
+void ckpt_sha256_hex(const void *data, size_t len, char out[65]) {
+    unsigned char h[SHA256_DIGEST_LENGTH];
+    SHA256(data, len, h);
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) sprintf(out + 2 * i, "%02x", h[i]);
+    out[64] = 0;
+}
+
+void ckpt_state_free(TrainState *st) {
+    free(st->recipe_yaml);
+    st->recipe_yaml = NULL;
+}
+
+// ---- small file-system helpers ----------------------------------------------------------------
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+static int rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return 0;
+    return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+// "step-00001000" -> 1000; -1 if the name is not a checkpoint directory name.
+static long step_of_name(const char *name) {
+    if (strncmp(name, "step-", 5) != 0) return -1;
+    char *end;
+    errno = 0;
+    long s = strtol(name + 5, &end, 10);
+    if (errno || *end || end == name + 5 || s < 0) return -1;
+    return s;
+}
+static int cmp_long_desc(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+// Steps of every step-* directory under ckdir, newest first; *n receives the count.
+static long *list_steps(const char *ckdir, int *n) {
+    *n = 0;
+    DIR *d = opendir(ckdir);
+    if (!d) return NULL;
+    int cap = 16;
+    long *s = xmalloc(sizeof(long) * (size_t)cap);
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d))) {
+        long st = step_of_name(e->d_name);
+        if (st < 0) continue;
+        snprintf(p, sizeof p, "%s/%s", ckdir, e->d_name);
+        if (!is_dir(p)) continue;
+        if (*n == cap) s = xrealloc(s, sizeof(long) * (size_t)(cap *= 2));
+        s[(*n)++] = st;
+    }
+    closedir(d);
+    qsort(s, (size_t)*n, sizeof(long), cmp_long_desc);
+    return s;
+}
+
+void ckpt_clean_temp(const char *run_dir) {
+    char ckdir[4096], p[4600];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+    DIR *d = opendir(ckdir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, ".tmp-", 5)) {
+            snprintf(p, sizeof p, "%s/%s", ckdir, e->d_name);
+            printf("checkpoint: removing incomplete %s (left by an interrupted run)\n", p);
+            rm_rf(p);
+        }
+    closedir(d);
+}
+
+// ---- train_state.json ---------------------------------------------------------------------------
+// Doubles of the skip-step history as C99 hex floats: exact, and inf/nan survive.
+static cJSON *hex_array(const double *x, int n) {
+    cJSON *a = cJSON_CreateArray();
+    char b[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(b, sizeof b, "%a", x[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(b));
+    }
+    return a;
+}
+
+static cJSON *model_json(const ModelConfig *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "padded_vocab", c->padded_vocab);
+    cJSON_AddNumberToObject(o, "d_model", c->d_model);
+    cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "n_kv_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "mlp_hidden", c->mlp_hidden);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    cJSON_AddNumberToObject(o, "rms_eps", c->rms_eps);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    cJSON_AddNumberToObject(o, "full_attn_every", c->full_attn_every);
+    return o;
+}
+
+static char *state_to_json(const TrainState *st) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "format", CKPT_FORMAT);
+    cJSON_AddStringToObject(o, "olmo_version", OLMO_VERSION_STRING);
+    cJSON_AddNumberToObject(o, "step", (double)st->step);
+    cJSON_AddNumberToObject(o, "tokens", (double)st->tokens);
+    cJSON_AddNumberToObject(o, "skipped_total", (double)st->skipped_total);
+    cJSON_AddNumberToObject(o, "adam_step", (double)st->adam_step);
+    cJSON_AddNumberToObject(o, "world_size", st->world_size);
+    cJSON_AddNumberToObject(o, "global_batch", st->global_batch);
+    cJSON_AddNumberToObject(o, "micro_batch", st->micro_batch);
+    cJSON_AddNumberToObject(o, "seq_len", st->seq_len);
+    cJSON_AddItemToObject(o, "loader", loader_state_to_json(&st->loader));
+    cJSON *s = cJSON_AddObjectToObject(o, "schedule");
+    cJSON_AddStringToObject(s, "name", st->sched.name);
+    cJSON_AddNumberToObject(s, "position", (double)st->step);
+    cJSON_AddNumberToObject(s, "lr", st->lr);
+    cJSON_AddNumberToObject(s, "peak", st->sched.peak);
+    cJSON_AddNumberToObject(s, "warmup", (double)st->sched.warmup);
+    cJSON_AddNumberToObject(s, "max_steps", (double)st->sched.max_steps);
+    cJSON_AddNumberToObject(s, "alpha_f", st->sched.alpha_f);
+    cJSON_AddNumberToObject(s, "decay_steps", (double)st->sched.decay_steps);
+    cJSON *k = cJSON_AddObjectToObject(o, "skip_step");
+    cJSON_AddNumberToObject(k, "window", st->skip.window);
+    cJSON_AddNumberToObject(k, "sigma", st->skip.sigma);
+    cJSON_AddItemToObject(k, "loss", hex_array(st->skip.loss, st->skip.n));
+    cJSON_AddItemToObject(k, "grad_norm", hex_array(st->skip.gnorm, st->skip.n));
+    cJSON_AddItemToObject(o, "model", model_json(&st->cfg));
+    cJSON_AddNumberToObject(o, "n_params", (double)st->n_params);
+    cJSON_AddStringToObject(o, "recipe_sha256", st->recipe_sha256);
+    cJSON_AddStringToObject(o, "recipe", st->recipe_yaml ? st->recipe_yaml : "");
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    return txt;
+}
+
+// Appends "; what" to a bounded message (problem lists).
+static void addf(char *msg, size_t cap, int *bad, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void addf(char *msg, size_t cap, int *bad, const char *fmt, ...) {
+    size_t used = strlen(msg);
+    if (used + 8 >= cap) return;
+    if ((*bad)++) used += (size_t)snprintf(msg + used, cap - used, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + used, cap - used, fmt, ap);
+    va_end(ap);
+}
+
+static int get_num(const cJSON *o, const char *k, double *out) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(x)) return -1;
+    *out = x->valuedouble;
+    return 0;
+}
+
+static int state_from_json(const char *path, const char *txt, TrainState *st, const ModelConfig *cfg, char *err,
+                           size_t errlen) {
+    memset(st, 0, sizeof *st);
+    cJSON *o = cJSON_Parse(txt);
+    if (!o || !cJSON_IsObject(o)) {
+        snprintf(err, errlen, "%s: not valid JSON (near byte %ld)", path,
+                 cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - txt) : 0L);
+        cJSON_Delete(o);
+        return -1;
+    }
+    double v;
+    char miss[512] = "";
+    int nmiss = 0;
+#define NUM(key, dst)                                       \
+    do {                                                    \
+        if (get_num(o, key, &v)) addf(miss, sizeof miss, &nmiss, "%s", key); \
+        else dst = v;                                       \
+    } while (0)
+    NUM("format", v);
+    NUM("step", st->step);
+    NUM("tokens", st->tokens);
+    NUM("skipped_total", st->skipped_total);
+    NUM("adam_step", st->adam_step);
+    NUM("world_size", st->world_size);
+    NUM("global_batch", st->global_batch);
+    NUM("micro_batch", st->micro_batch);
+    NUM("seq_len", st->seq_len);
+    NUM("n_params", st->n_params);
+    const cJSON *ld = cJSON_GetObjectItemCaseSensitive(o, "loader");
+    if (!ld || loader_state_from_json(ld, &st->loader) != 0) addf(miss, sizeof miss, &nmiss, "loader");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schedule");
+    const cJSON *sn = cJSON_GetObjectItemCaseSensitive(sc, "name");
+    if (!cJSON_IsString(sn)) addf(miss, sizeof miss, &nmiss, "schedule.name");
+    else snprintf(st->sched.name, sizeof st->sched.name, "%s", sn->valuestring);
+    if (get_num(sc, "lr", &st->lr)) addf(miss, sizeof miss, &nmiss, "schedule.lr");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "skip_step");
+    const cJSON *kl = cJSON_GetObjectItemCaseSensitive(k, "loss"), *kg = cJSON_GetObjectItemCaseSensitive(k, "grad_norm");
+    if (get_num(k, "window", &v) || v < 1 || v > SKIP_MAX_WINDOW) addf(miss, sizeof miss, &nmiss, "skip_step.window");
+    else st->skip.window = (int)v;
+    if (get_num(k, "sigma", &st->skip.sigma)) addf(miss, sizeof miss, &nmiss, "skip_step.sigma");
+    int n = cJSON_GetArraySize(kl);
+    if (!cJSON_IsArray(kl) || !cJSON_IsArray(kg) || n != cJSON_GetArraySize(kg) || n > SKIP_MAX_WINDOW + 1)
+        addf(miss, sizeof miss, &nmiss, "skip_step.loss/grad_norm");
+    else {
+        st->skip.n = n;
+        for (int i = 0; i < n; i++) {
+            const cJSON *a = cJSON_GetArrayItem(kl, i), *b = cJSON_GetArrayItem(kg, i);
+            if (!cJSON_IsString(a) || !cJSON_IsString(b)) {
+                addf(miss, sizeof miss, &nmiss, "skip_step values");
+                break;
+            }
+            st->skip.loss[i] = strtod(a->valuestring, NULL);
+            st->skip.gnorm[i] = strtod(b->valuestring, NULL);
+        }
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "recipe_sha256"), *ry = cJSON_GetObjectItemCaseSensitive(o, "recipe");
+    if (!cJSON_IsString(rs) || !cJSON_IsString(ry)) addf(miss, sizeof miss, &nmiss, "recipe/recipe_sha256");
+    else {
+        snprintf(st->recipe_sha256, sizeof st->recipe_sha256, "%s", rs->valuestring);
+        st->recipe_yaml = xstrdup(ry->valuestring);
+    }
+    // The model shape: every field compared, every mismatch named.
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(o, "model");
+    char mm[1024] = "";
+    int nmm = 0;
+    if (!cJSON_IsObject(mo)) addf(miss, sizeof miss, &nmiss, "model");
+    else {
+#define MF(field)                                                                                            \
+    do {                                                                                                     \
+        if (get_num(mo, #field, &v)) addf(miss, sizeof miss, &nmiss, "model." #field);                        \
+        else if (v != (double)cfg->field)                                                                    \
+            addf(mm, sizeof mm, &nmm, #field " %.10g in the checkpoint, %.10g in the recipe", v, (double)cfg->field); \
+        else st->cfg.field = cfg->field;                                                                     \
+    } while (0)
+        MF(vocab_size); MF(padded_vocab); MF(d_model); MF(n_layers); MF(n_heads); MF(n_kv_heads); MF(head_dim);
+        MF(mlp_hidden); MF(rope_theta); MF(rms_eps); MF(sliding_window); MF(full_attn_every);
+#undef MF
+    }
+#undef NUM
+    cJSON_Delete(o);
+    if (nmiss) {
+        snprintf(err, errlen, "%s: missing or bad field%s: %s", path, nmiss > 1 ? "s" : "", miss);
+        ckpt_state_free(st);
+        return -1;
+    }
+    if (nmm) {
+        snprintf(err, errlen, "%s: checkpoint of a different model (%d field%s differ): %s", path, nmm,
+                 nmm > 1 ? "s" : "", mm);
+        ckpt_state_free(st);
+        return -1;
+    }
+    return 0;
+}
+
+// ---- safetensors validation -------------------------------------------------------------------
+// The file must hold exactly one F32 tensor per table row, named name+suffix[j] for each
+// of the nsuf suffixes, with the row's shape. Every problem is listed in err.
+static int check_tensors(const StFile *f, const ParamTable *t, const char *const *suf, int nsuf, char *err,
+                         size_t errlen) {
+    char msg[3000] = "";
+    int bad = 0;
+    char name[160];
+    for (int j = 0; j < nsuf; j++)
+        for (int i = 0; i < t->n; i++) {
+            const ParamInfo *p = &t->p[i];
+            snprintf(name, sizeof name, "%s%s", p->name, suf[j]);
+            const StTensor *s = st_find(f, name);
+            if (!s) {
+                addf(msg, sizeof msg, &bad, "missing tensor %s", name);
+                continue;
+            }
+            int shape_ok = s->ndim == p->ndim && s->shape[0] == p->shape[0] && (p->ndim == 1 || s->shape[1] == p->shape[1]);
+            if (!shape_ok || strcmp(s->dtype, "F32") != 0) {
+                char got[128] = "";
+                for (int d = 0, o = 0; d < s->ndim && o < 100; d++)
+                    o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)s->shape[d]);
+                if (p->ndim == 2)
+                    addf(msg, sizeof msg, &bad, "%s: expected F32 (%d, %d), got %s (%s)", name, p->shape[0], p->shape[1],
+                         s->dtype, got);
+                else
+                    addf(msg, sizeof msg, &bad, "%s: expected F32 (%d), got %s (%s)", name, p->shape[0], s->dtype, got);
+            }
+        }
+    for (int k = 0; k < f->n; k++) {
+        int known = 0;
+        for (int j = 0; j < nsuf && !known; j++) {
+            size_t ls = strlen(suf[j]), ln = strlen(f->t[k].name);
+            if (ln < ls || strcmp(f->t[k].name + ln - ls, suf[j])) continue;
+            snprintf(name, sizeof name, "%.*s", (int)(ln - ls), f->t[k].name);
+            if (param_table_find(t, name)) known = 1;
+        }
+        if (!known) addf(msg, sizeof msg, &bad, "unexpected tensor %s", f->t[k].name);
+    }
+    if (bad) {
+        snprintf(err, errlen, "%s does not match the model (%d problem%s): %s", f->path, bad, bad > 1 ? "s" : "", msg);
+        return -1;
+    }
+    return 0;
+}
+
+// Copy elements [lo, hi) of the flat layout out of a validated file (tensor name+suffix).
+static void read_range(const StFile *f, const ParamTable *t, const char *suffix, float *dst, size_t lo, size_t hi) {
+    char name[160];
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *p = &t->p[i];
+        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a >= b) continue;
+        snprintf(name, sizeof name, "%s%s", p->name, suffix);
+        const StTensor *s = st_find(f, name);
+        memcpy(dst + (a - lo), f->data + s->begin + sizeof(float) * (a - p->offset), sizeof(float) * (b - a));
+    }
+}
+
+int ckpt_load(const char *dir, const ParamTable *t, const ModelConfig *cfg, float *params, float *m, float *v,
+              size_t lo, size_t hi, TrainState *st, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train_state.json", dir);
+    size_t len;
+    char *txt = read_file_all(path, &len);
+    if (!txt) {
+        snprintf(err, errlen, "%s: cannot read (%s)", path, strerror(errno));
+        return -1;
+    }
+    TrainState s;
+    int rc = state_from_json(path, txt, &s, cfg, err, errlen);
+    free(txt);
+    if (rc) return -1;
+    if (s.n_params != t->total) {
+        snprintf(err, errlen, "%s: %zu parameters in the checkpoint, %zu in the model", path, s.n_params, t->total);
+        ckpt_state_free(&s);
+        return -1;
+    }
+    StFile fm, fo;
+    static const char *const none[] = {""}, *const adam[] = {".exp_avg", ".exp_avg_sq"};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (st_open(&fm, path, err, errlen)) {
+        ckpt_state_free(&s);
+        return -1;
+    }
+    if (check_tensors(&fm, t, none, 1, err, errlen)) {
+        st_close(&fm);
+        ckpt_state_free(&s);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/optim.safetensors", dir);
+    if (st_open(&fo, path, err, errlen)) {
+        st_close(&fm);
+        ckpt_state_free(&s);
+        return -1;
+    }
+    if (check_tensors(&fo, t, adam, 2, err, errlen)) {
+        st_close(&fm);
+        st_close(&fo);
+        ckpt_state_free(&s);
+        return -1;
+    }
+    // Everything validated: only now are the outputs written.
+    read_range(&fm, t, "", params, 0, t->total);
+    read_range(&fo, t, ".exp_avg", m, lo, hi);
+    read_range(&fo, t, ".exp_avg_sq", v, lo, hi);
+    st_close(&fm);
+    st_close(&fo);
+    *st = s;
+    return 0;
+}
+
+int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outlen, char *err, size_t errlen) {
+    if (!strcmp(resume, "never")) return 0;
+    if (strcmp(resume, "auto") != 0) {
+        if (!is_dir(resume)) {
+            snprintf(err, errlen, "train.resume=%s: no such checkpoint directory", resume);
+            return -1;
+        }
+        snprintf(out, outlen, "%s", resume);
+        return 1;
+    }
+    char ckdir[4096], p[4600];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+    snprintf(p, sizeof p, "%s/latest", ckdir);
+    size_t len;
+    char *latest = read_file_all(p, &len);
+    if (latest) {
+        latest[strcspn(latest, "\r\n")] = 0;
+        char target[4700];
+        snprintf(target, sizeof target, "%s/%s", ckdir, latest);
+        if (step_of_name(latest) < 0 || !is_dir(target)) {
+            snprintf(err, errlen, "%s names '%s', which is not a checkpoint directory in %s (remove %s to start from "
+                     "the newest step-* directory, or set train.resume=PATH)", p, latest, ckdir, p);
+            free(latest);
+            return -1;
+        }
+        free(latest);
+    }
+    // The newest step-* directory: a kill between the rename and the `latest` update
+    // leaves `latest` one behind, and the renamed directory is complete by construction.
+    int n;
+    long *steps = list_steps(ckdir, &n);
+    if (n == 0) {
+        free(steps);
+        return 0;
+    }
+    snprintf(out, outlen, "%s/step-%08ld", ckdir, steps[0]);
+    free(steps);
+    return 1;
+}
+
+// ---- writer ---------------------------------------------------------------------------------------
+struct CkptWriter {
+    char ckdir[4096];
+    const ParamTable *t;
+    int keep_last, keep_every, async;
+    float *p, *m, *v;           // snapshot
+    TrainState st;              // copy (recipe text owned)
+    pthread_t th;
+    int running;
+    int failed;
+    char errmsg[10000];
+    double seconds;
+    char last[4800];
+};
+
+CkptWriter *ckpt_writer_create(const char *run_dir, const ParamTable *t, int keep_last, int keep_every, int async) {
+    CkptWriter *w = xcalloc(1, sizeof *w);
+    snprintf(w->ckdir, sizeof w->ckdir, "%s/checkpoints", run_dir);
+    w->t = t;
+    w->keep_last = keep_last < 1 ? 1 : keep_last;
+    w->keep_every = keep_every;
+    w->async = async;
+    return w;
+}
+
+static void retention(CkptWriter *w) {
+    int n;
+    long *steps = list_steps(w->ckdir, &n);
+    char p[4600], q[4600];
+    for (int i = w->keep_last; i < n; i++) {
+        if (w->keep_every > 0 && steps[i] % w->keep_every == 0) continue;
+        snprintf(p, sizeof p, "%s/step-%08ld", w->ckdir, steps[i]);
+        snprintf(q, sizeof q, "%s/.tmp-del-step-%08ld", w->ckdir, steps[i]);
+        // Renamed first so no step-* directory is ever half deleted.
+        if (rename(p, q) == 0) rm_rf(q);
+    }
+    free(steps);
+}
+
+static int write_all(CkptWriter *w) {
+    const ParamTable *t = w->t;
+    const TrainState *st = &w->st;
+    char tmp[4600], fin[4600], p[4800];
+    if (mkdir_p(w->ckdir) != 0) return snprintf(w->errmsg, sizeof w->errmsg, "cannot create %s", w->ckdir), -1;
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08ld", w->ckdir, st->step);
+    snprintf(fin, sizeof fin, "%s/step-%08ld", w->ckdir, st->step);
+    rm_rf(tmp);
+    if (mkdir(tmp, 0755) != 0) return snprintf(w->errmsg, sizeof w->errmsg, "cannot create %s: %s", tmp, strerror(errno)), -1;
+    // model.safetensors
+    StWrite *ws = xcalloc(2 * (size_t)t->n, sizeof(StWrite));
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *q = &t->p[i];
+        ws[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, w->p + q->offset, q->numel * sizeof(float)};
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    char meta[256];
+    snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"step\": \"%ld\"}", st->step);
+    if (st_write(p, ws, t->n, meta) != 0) goto ioerr;
+    // Test hook: widen the window in which a kill lands mid-checkpoint.
+    const char *pause = getenv("OLMO_TEST_CKPT_PAUSE");
+    if (pause) usleep((useconds_t)(atof(pause) * 1e6));
+    // optim.safetensors: exp_avg for every tensor, then exp_avg_sq.
+    char **names = xcalloc(2 * (size_t)t->n, sizeof(char *));
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *q = &t->p[i];
+        names[i] = xmalloc(strlen(q->name) + 16);
+        names[t->n + i] = xmalloc(strlen(q->name) + 16);
+        sprintf(names[i], "%s.exp_avg", q->name);
+        sprintf(names[t->n + i], "%s.exp_avg_sq", q->name);
+        ws[i] = (StWrite){names[i], "F32", q->ndim, {q->shape[0], q->shape[1]}, w->m + q->offset, q->numel * sizeof(float)};
+        ws[t->n + i] = (StWrite){names[t->n + i], "F32", q->ndim, {q->shape[0], q->shape[1]}, w->v + q->offset,
+                                 q->numel * sizeof(float)};
+    }
+    snprintf(p, sizeof p, "%s/optim.safetensors", tmp);
+    snprintf(meta, sizeof meta, "{\"format\": \"olmo.c adamw\", \"step\": \"%ld\", \"adam_step\": \"%ld\"}", st->step,
+             st->adam_step);
+    int rc = st_write(p, ws, 2 * t->n, meta);
+    for (int i = 0; i < 2 * t->n; i++) free(names[i]);
+    free(names);
+    if (rc != 0) goto ioerr;
+    char *js = state_to_json(st);
+    snprintf(p, sizeof p, "%s/train_state.json", tmp);
+    rc = write_file_atomic(p, js, strlen(js));
+    free(js);
+    if (rc != 0) goto ioerr;
+    free(ws);
+    ws = NULL;
+    // Complete and durable: publish it.
+    if (fsync_dir(tmp) != 0) goto ioerr;
+    if (is_dir(fin)) {   // same step written before (e.g. a run restarted with resume=never)
+        snprintf(p, sizeof p, "%s/.tmp-del-step-%08ld", w->ckdir, st->step);
+        if (rename(fin, p) == 0) rm_rf(p);
+    }
+    if (rename(tmp, fin) != 0 || fsync_dir(w->ckdir) != 0) goto ioerr;
+    snprintf(p, sizeof p, "%s/latest", w->ckdir);
+    char name[64];
+    int nl = snprintf(name, sizeof name, "step-%08ld\n", st->step);
+    if (write_file_atomic(p, name, (size_t)nl) != 0) goto ioerr;
+    snprintf(w->last, sizeof w->last, "%s", fin);
+    retention(w);
+    return 0;
+ioerr:
+    snprintf(w->errmsg, sizeof w->errmsg, "writing checkpoint %s: %s (%s)", fin, strerror(errno), p);
+    free(ws);
+    return -1;
+}
+
+static void *writer_main(void *arg) {
+    CkptWriter *w = arg;
+    double t0 = now_seconds();
+    w->failed = write_all(w) != 0;
+    w->seconds = now_seconds() - t0;
+    return NULL;
+}
+
+double ckpt_wait(CkptWriter *w) {
+    if (!w->running) return 0;
+    if (w->async) pthread_join(w->th, NULL);
+    w->running = 0;
+    if (w->failed) die("%s", w->errmsg);
+    return w->seconds;
+}
+
+void ckpt_snapshot_buffers(CkptWriter *w, float **params, float **m, float **v) {
+    ckpt_wait(w);
+    if (!w->p) {
+        w->p = xmalloc_aligned(sizeof(float) * w->t->total);
+        w->m = xmalloc_aligned(sizeof(float) * w->t->total);
+        w->v = xmalloc_aligned(sizeof(float) * w->t->total);
+    }
+    *params = w->p;
+    *m = w->m;
+    *v = w->v;
+}
+
+void ckpt_commit(CkptWriter *w, const TrainState *st) {
+    ckpt_wait(w);
+    free(w->st.recipe_yaml);
+    w->st = *st;
+    w->st.recipe_yaml = xstrdup(st->recipe_yaml ? st->recipe_yaml : "");
+    w->running = 1;
+    w->failed = 0;
+    if (w->async) {
+        if (pthread_create(&w->th, NULL, writer_main, w) != 0) die("cannot start the checkpoint thread");
+    } else {
+        writer_main(w);
+    }
+}
+
+const char *ckpt_last_path(const CkptWriter *w) { return w->last; }
+
+void ckpt_writer_free(CkptWriter *w) {
+    if (!w) return;
+    ckpt_wait(w);
+    free(w->p);
+    free(w->m);
+    free(w->v);
+    free(w->st.recipe_yaml);
+    free(w);
+}
