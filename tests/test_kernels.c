@@ -671,11 +671,12 @@ static void test_determinism(void) {
     }
     const int wins[2] = {9, 1 << 20};
     for (int w = 0; w < 2; w++) {
-        ATDet c = {2, 41, 6, 2, 16, wins[w], NULL, NULL, NULL, NULL};
-        size_t nq = (size_t)2 * 41 * 6 * 16, nk = (size_t)2 * 41 * 2 * 16;
+        // T = 141 spans three query blocks of the tiled kernel (64 rows each)
+        ATDet c = {2, 141, 6, 2, 16, wins[w], NULL, NULL, NULL, NULL};
+        size_t nq = (size_t)2 * 141 * 6 * 16, nk = (size_t)2 * 141 * 2 * 16;
         c.q = frand(nq, 1); c.k = frand(nk, 1); c.v = frand(nk, 1); c.dout = frand(nq, 1);
         char nm[96];
-        snprintf(nm, sizeof nm, "attention fwd+bwd B=2 T=41 NH=6 NKV=2 D=16 win=%d", wins[w]);
+        snprintf(nm, sizeof nm, "attention fwd+bwd B=2 T=141 NH=6 NKV=2 D=16 win=%d", wins[w]);
         det_check(nm, at_det, &c, at_det_bytes(&c));
         free(c.q); free(c.k); free(c.v); free(c.dout);
     }
@@ -731,6 +732,9 @@ int main(void) {
     test_attention("MHA sliding", 2, 9, 3, 3, 6, 5, 2.0f);
     test_attention("window=1", 2, 6, 4, 2, 4, 1, 2.0f);
     test_attention("GQA 4:1 sliding", 1, 10, 4, 1, 8, 3, 2.0f);
+    // T > 64 crosses the tiled kernel's query-block boundaries (key range starts > 0)
+    test_attention("multi-block sliding", 1, 150, 2, 1, 4, 40, 2.0f);
+    test_attention("multi-block full", 1, 130, 2, 2, 4, 130, 2.0f);
     test_swiglu(5, 7);
     test_swiglu(3, 33);
     test_embedding();

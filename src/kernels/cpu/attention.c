@@ -1,7 +1,13 @@
-// attention.c: causal (optionally sliding-window) grouped-query attention.
-// Memory is linear in T: the forward handles one query row at a time (its window of
-// scores lives in a per-thread row buffer) and saves only the output and the row's
-// log-sum-exp; the backward recomputes the probabilities from q, k and the lse.
+// attention.c: causal (optionally sliding-window) grouped-query attention, tiled.
+// Queries are processed in blocks of QB rows; a block's scores against the keys its rows
+// can see (at most QB + window - 1 keys) come from one small sgemm, then a row softmax,
+// then one sgemm with V. Memory is linear in T: only the output and each row's
+// log-sum-exp are saved; the backward recomputes the probabilities from q, k and lse.
+// Determinism: each forward output row is produced by one task; in the backward one task
+// per (batch, kv head) walks its query heads and blocks in a fixed order, so dk/dv sums
+// are ordered identically at any thread count. sgemm runs single-threaded inside our
+// OpenMP regions.
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -10,10 +16,25 @@
 #include "kernels/kernels.h"
 #include "util/common.h"
 
-static inline float dotf(const float *a, const float *b, int D) {
-    float s = 0.0f;
-    for (int d = 0; d < D; d++) s += a[d] * b[d];
-    return s;
+#define QB 64
+
+// Key range [lo, hi) that queries i0..i1-1 can see.
+static inline void key_range(int i0, int i1, int wlen, int *lo, int *hi) {
+    *lo = i0 - wlen + 1 > 0 ? i0 - wlen + 1 : 0;
+    *hi = i1;
+}
+
+// S (nq, nk) = scale * Q K^T, entries outside each row's causal window set to -inf.
+static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
+                   int i0, int lo, int wlen) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+    for (int r = 0; r < nq; r++) {
+        int i = i0 + r;
+        int jlo = i - wlen + 1 > 0 ? i - wlen + 1 : 0;
+        float *row = S + (size_t)r * nk;
+        for (int c = 0; c < jlo - lo; c++) row[c] = -INFINITY;
+        for (int c = i - lo + 1; c < nk; c++) row[c] = -INFINITY;
+    }
 }
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -21,79 +42,99 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int wlen = window < T ? window : T;
+    const int nqb = (T + QB - 1) / QB;
+    const int ldq = NH * D, ldk = NKV * D;
 #pragma omp parallel
     {
-        float *s = xmalloc_aligned(sizeof(float) * (size_t)wlen);
-#pragma omp for collapse(3) schedule(static)
+        float *S = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+#pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
-                for (int i = 0; i < T; i++) {
+                for (int qb = 0; qb < nqb; qb++) {
                     const int g = h / group;
-                    const float *qi = q + (((size_t)b * T + i) * NH + h) * D;
-                    const int lo = i - wlen + 1 > 0 ? i - wlen + 1 : 0;
-                    float mx = -INFINITY;
-                    for (int j = lo; j <= i; j++) {
-                        float sc = dotf(qi, k + (((size_t)b * T + j) * NKV + g) * D, D) * scale;
-                        s[j - lo] = sc;
-                        if (sc > mx) mx = sc;
+                    const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
+                    int lo, hi;
+                    key_range(i0, i1, wlen, &lo, &hi);
+                    const int nk = hi - lo;
+                    const float *Qb = q + ((size_t)b * T + i0) * ldq + (size_t)h * D;
+                    const float *Kb = k + ((size_t)b * T + lo) * ldk + (size_t)g * D;
+                    const float *Vb = v + ((size_t)b * T + lo) * ldk + (size_t)g * D;
+                    scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen);
+                    for (int r = 0; r < nq; r++) {
+                        float *row = S + (size_t)r * nk;
+                        float mx = -INFINITY;
+                        for (int c = 0; c < nk; c++) mx = row[c] > mx ? row[c] : mx;
+                        float sum = 0.0f;
+                        for (int c = 0; c < nk; c++) {
+                            float e = expf(row[c] - mx);
+                            row[c] = e;
+                            sum += e;
+                        }
+                        float inv = 1.0f / sum;
+                        for (int c = 0; c < nk; c++) row[c] *= inv;
+                        lse[((size_t)b * NH + h) * T + i0 + r] = mx + logf(sum);
                     }
-                    float sum = 0.0f;
-                    for (int j = lo; j <= i; j++) {
-                        float e = expf(s[j - lo] - mx);
-                        s[j - lo] = e;
-                        sum += e;
-                    }
-                    float *o = out + (((size_t)b * T + i) * NH + h) * D;
-                    memset(o, 0, sizeof(float) * D);
-                    float inv = 1.0f / sum;
-                    for (int j = lo; j <= i; j++) {
-                        const float *vj = v + (((size_t)b * T + j) * NKV + g) * D;
-                        float p = s[j - lo] * inv;
-                        for (int d = 0; d < D; d++) o[d] += p * vj[d];
-                    }
-                    lse[((size_t)b * NH + h) * T + i] = mx + logf(sum);
+                    float *Ob = out + ((size_t)b * T + i0) * ldq + (size_t)h * D;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
                 }
-        free(s);
+        free(S);
     }
 }
 
-// One task per (batch, kv head): it walks its query heads and queries in a fixed order,
-// so dk/dv accumulate identically at any thread count, and no two tasks share an output.
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
                         int B, int T, int NH, int NKV, int D, int window) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int wlen = window < T ? window : T;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    const int nqb = (T + QB - 1) / QB;
+    const int ldq = NH * D, ldk = NKV * D;
+#pragma omp parallel
+    {
+        float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+        float *dP = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+#pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++) {
                 for (int j = 0; j < T; j++) {
-                    memset(dk + (((size_t)b * T + j) * NKV + g) * D, 0, sizeof(float) * D);
-                    memset(dv + (((size_t)b * T + j) * NKV + g) * D, 0, sizeof(float) * D);
+                    memset(dk + ((size_t)b * T + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
+                    memset(dv + ((size_t)b * T + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
                 }
                 for (int h = g * group; h < (g + 1) * group; h++)
-                    for (int i = 0; i < T; i++) {
-                        const size_t qoff = (((size_t)b * T + i) * NH + h) * D;
-                        const float *qi = q + qoff, *doi = dout + qoff, *oi = out + qoff;
-                        float *dqi = dq + qoff;
-                        const int lo = i - wlen + 1 > 0 ? i - wlen + 1 : 0;
-                        const float l = lse[((size_t)b * NH + h) * T + i];
-                        const float Di = dotf(doi, oi, D);
-                        memset(dqi, 0, sizeof(float) * D);
-                        for (int j = lo; j <= i; j++) {
-                            const size_t koff = (((size_t)b * T + j) * NKV + g) * D;
-                            const float *kj = k + koff, *vj = v + koff;
-                            float pj = expf(dotf(qi, kj, D) * scale - l);
-                            float dp = dotf(doi, vj, D);
-                            float ds = pj * (dp - Di) * scale;
-                            float *dkj = dk + koff, *dvj = dv + koff;
-                            for (int d = 0; d < D; d++) {
-                                dqi[d] += ds * kj[d];
-                                dkj[d] += ds * qi[d];
-                                dvj[d] += pj * doi[d];
-                            }
+                    for (int qb = 0; qb < nqb; qb++) {
+                        const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
+                        int lo, hi;
+                        key_range(i0, i1, wlen, &lo, &hi);
+                        const int nk = hi - lo;
+                        const size_t qoff = ((size_t)b * T + i0) * ldq + (size_t)h * D;
+                        const size_t koff = ((size_t)b * T + lo) * ldk + (size_t)g * D;
+                        const float *Qb = q + qoff, *dOb = dout + qoff, *Ob = out + qoff;
+                        const float *Kb = k + koff, *Vb = v + koff;
+                        scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen);
+                        for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
+                            float l = lse[((size_t)b * NH + h) * T + i0 + r];
+                            float *row = P + (size_t)r * nk;
+                            for (int c = 0; c < nk; c++) row[c] = expf(row[c] - l);
                         }
+                        // dP (nq, nk) = dO V^T
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, 1.0f, dOb, ldq, Vb, ldk, 0.0f, dP, nk);
+                        for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(dO * O)) * scale
+                            const float *o = Ob + (size_t)r * ldq, *d_o = dOb + (size_t)r * ldq;
+                            float Di = 0.0f;
+                            for (int d = 0; d < D; d++) Di += d_o[d] * o[d];
+                            float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+                            for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
+                        }
+                        // dQ = dS K; dK += dS^T Q; dV += P^T dO
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, dP, nk, Kb, ldk, 0.0f,
+                                    dq + qoff, ldq);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, dP, nk, Qb, ldq, 1.0f,
+                                    dk + koff, ldk);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, P, nk, dOb, ldq, 1.0f,
+                                    dv + koff, ldk);
                     }
             }
+        free(P);
+        free(dP);
+    }
 }
