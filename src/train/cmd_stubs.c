@@ -1,3 +1,0 @@
-// cmd_stubs.c: temporary entry points, replaced as each subcommand lands.
-#include <stdio.h>
-#include "cli.h"
