@@ -66,6 +66,27 @@ compare("stress file (whole)", encodeOlmo(stress), tik(stress));
   if (bad === 0) ok(`stress file: all ${lines.length} lines identical`);
 }
 
+// 1b. Random long words (> 128 bytes: the heap merge path) over small alphabets, where
+// equal-rank ties and overlapping candidate pairs are frequent.
+{
+  let seed = 12345;
+  const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const alphabets = ["ab", "aab", "eta", "thequickbrown", "ÀÉé", "の日本", "zzzy", "ai"];
+  const words = [];
+  for (let i = 0; i < 120; i++) {
+    const a = [...alphabets[i % alphabets.length]];
+    let w = "";
+    const len = 129 + rnd(1500);
+    while (w.length < len) w += a[rnd(a.length)];
+    words.push(w);
+  }
+  const out = olmo(["--lines"], Buffer.from(words.join("\n"), "utf8")).stdout.toString().split("\n");
+  let bad = 0;
+  for (let i = 0; i < words.length; i++)
+    if (!compare(`long word ${i}`, parseIds(out[i] ?? ""), tik(words[i]), true) && ++bad >= 3) break;
+  if (bad === 0) ok(`${words.length} random long words identical`);
+}
+
 // 2. Special tokens (ids shared by cl100k_base and dolma2) between hard text.
 {
   const shared = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"];
