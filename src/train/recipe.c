@@ -66,6 +66,7 @@ static const Key KEYS[] = {
     {"train.z_loss", T_DOUBLE, F(z_loss), "1e-5", "z-loss coefficient on logsumexp(logits)^2; 0 = off"},
     {"train.run_dir", T_STR, F(run_dir), "runs/default", "checkpoints, logs and the resolved recipe go here"},
     {"train.log_every", T_INT, F(log_every), "1", "log a line every this many steps"},
+    {"train.stop_at", T_LONG, F(stop_at), "0", "stop after this step with a checkpoint, as on SIGTERM (time-sliced jobs, tests); 0 = off"},
     {"train.resume", T_STR, F(resume), "auto", "auto = continue from the newest checkpoint in run_dir | never | PATH of a step-* directory"},
 
     {"optim.lr", T_DOUBLE, F(lr), "3e-4", "peak learning rate (AdamW)"},

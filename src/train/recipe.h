@@ -31,6 +31,7 @@ typedef struct {
     double z_loss;              // z-loss coefficient (1e-5); 0 disables
     char run_dir[RECIPE_MAX_STR];
     int log_every;
+    long stop_at;               // stop (checkpoint, exit 0) after this step; 0 = off
     char resume[RECIPE_MAX_STR];    // auto | never | PATH of a checkpoint directory
 
     // optim.*

@@ -329,6 +329,7 @@ int cmd_train(int argc, char **argv) {
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
         if (ev && eval_due(ev, step, total_steps)) run_eval(ev, &m, &log, step);
         // Every rank sees the same decision: a signal to any rank stops them all here.
+        if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
         if (dist_any(g_stop)) {
             stopped = 1;
             break;
@@ -344,7 +345,7 @@ int cmd_train(int argc, char **argv) {
         if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(w), wsec);
         double wall = now_seconds() - t_start;
         if (stopped) {
-            printf("stopped by signal after step %ld: checkpoint written; rerun the same command to continue\n", step);
+            printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
         } else {
             snprintf(path, sizeof path, "%s/model.safetensors", r->run_dir);
             params_save_safetensors(&m.table, m.params, path, NULL);

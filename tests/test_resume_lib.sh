@@ -1,0 +1,52 @@
+# test_resume_lib.sh: shared setup of the checkpoint / resume / distributed tests (sourced):
+# a synthetic token file (ids < 1000), a tiny recipe, helpers. Run directly it does nothing.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] && { echo "helper sourced by test_resume.sh, test_checkpoint_bad.sh, test_dist.sh"; exit 0; }
+set -euo pipefail
+OLMO=${OLMO_BIN:-$PWD/build/olmo}
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=${PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+$PY - "$TMP/tok.npy" <<'PY'
+import random, struct, sys
+random.seed(7)
+n = 60000
+open(sys.argv[1], 'wb').write(struct.pack('<%dI' % n, *[random.randrange(1000) for _ in range(n)]))
+PY
+cat > "$TMP/r.yml" <<YML
+model: {preset: olmo3-tiny}
+train: {seq_len: 32, global_batch: 8, micro_batch: 2, max_steps: 12, run_dir: $TMP/run}
+optim: {lr: 0.003}
+schedule: {warmup_steps: 2}
+data: {paths: [$TMP/tok.npy]}
+perf: {peak_flops: 1e11}
+ckpt: {interval: 5}
+YML
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# train DIR [key=value...]: single process, output in DIR.log
+train() { local d=$1; shift; "$OLMO" train "$TMP/r.yml" train.run_dir="$d" "$@" >"$d.log" 2>&1; }
+# mtrain W DIR [key=value...]: W ranks under mpirun
+mtrain() { local w=$1 d=$2; shift 2; mpirun --oversubscribe --allow-run-as-root -np "$w" -x OMP_NUM_THREADS=1 "$OLMO" train "$TMP/r.yml" train.run_dir="$d" "$@" >"$d.log" 2>&1; }
+# same_metrics A B [tol]: train records (loss, ce, z_loss, grad_norm, lr per step) equal
+# (exactly, or within relative tol), and each run has every step exactly once.
+same_metrics() {
+  $PY - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-0}" <<'PY'
+import json, sys
+def load(p):
+    recs = [json.loads(l) for l in open(p)]
+    tr = [r for r in recs if r.get('kind') == 'train']
+    steps = [r['step'] for r in tr]
+    assert steps == list(range(1, len(steps) + 1)), f'{p}: steps {steps}'
+    return tr
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert len(a) == len(b), (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    for k in ('loss', 'ce', 'z_loss', 'grad_norm', 'lr'):
+        d = abs(x[k] - y[k]) / max(abs(x[k]), 1e-30)
+        worst = max(worst, d)
+        if (tol == 0 and x[k] != y[k]) or d > tol:
+            sys.exit(f'step {x["step"]} {k}: {x[k]!r} vs {y[k]!r}')
+print(f'metrics match ({len(a)} steps, max rel diff {worst:.3g})')
+PY
+}
