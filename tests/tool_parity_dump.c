@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     ModelConfig cfg = pre->cfg;
     model_config_derive(&cfg);
     int T = 32, GB = 4, MB = 2, steps = 5;
-    double z_loss = 1e-5, lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, clip = 0.5, alpha_f = 0.1;
+    double z_loss = 1e-5, lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, clip = 4.0, alpha_f = 0.1;  // clip 4.0: clips some steps, not all (a wrong clip factor must show)
     long warmup = 2;
     char sched[16] = "cosine";
     unsigned long long seed = 1234;

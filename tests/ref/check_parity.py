@@ -49,6 +49,9 @@ def rel_err(c, r):
     return mad, mad / scale
 
 
+FLOOR_FACTOR = 1.5  # final params: C may be at most 1.5x as noisy as PyTorch fp32 (see below)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dumpdir")
@@ -135,6 +138,13 @@ def main():
     print(f"reference: {a.dtype}, {S} steps, global batch {G} x {T}, micro {cfg.micro_batch}, "
           f"z_loss {cfg.z_loss}, max_grad_norm {cfg.max_grad_norm}, schedule {cfg.schedule}")
     res = olmo_ref.train(cfg, init, ids, labels, steps=S, dtype=dtype, band_rho=tol["grad"])
+    # The same run in PyTorch fp32 measures the noise floor of fp32 training itself: over
+    # several AdamW steps, elements whose gradient is near zero get an update direction set
+    # by rounding noise, and that compounds beyond the first-order band. A C tensor that
+    # misses the band passes only if its worst error is within FLOOR_FACTOR x PyTorch
+    # fp32's own worst error on that tensor (C no noisier than PyTorch fp32).
+    res32 = olmo_ref.train(cfg, init, ids, labels, steps=S, dtype=torch.float32, band_rho=tol["grad"]) \
+        if a.dtype == "float64" else None
 
     rows = []  # (group, name, max abs diff, max rel-to-max, tol, ratio = worst err / allowed)
 
@@ -154,6 +164,11 @@ def main():
         mad, rel = rel_err(c, r)
         allowed = tol["final"] * scale + band
         ratio = float(np.max(np.abs(c - r) / allowed)) if np.all(np.isfinite(c)) else float("inf")
+        if ratio > 1 and res32 is not None and np.isfinite(ratio):
+            floor = float(np.max(np.abs(res32["final"][n].numpy().astype(np.float64) - r) / allowed))
+            print(f"note: final.{n}: err/allow {ratio:.3f} > 1; PyTorch fp32 on the same run: {floor:.3f}; "
+                  f"passes if <= {FLOOR_FACTOR} x that")
+            ratio = ratio / (FLOOR_FACTOR * floor) if floor > 0 else ratio
         rows.append(("final", "final." + n, mad, rel, tol["final"], ratio))
     for m_c, m_r in zip(metrics, res["metrics"]):
         s = m_r["step"]
