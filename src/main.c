@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util/blas_core.h"
 
 typedef struct {
     const char *name;
@@ -33,6 +34,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_reexec(argv);
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
