@@ -10,6 +10,8 @@
 
 #include "util/common.h"
 
+char *openblas_get_corename(void);
+
 double peak_flops_calibrate(int n) {
     float *a = xmalloc_aligned(sizeof(float) * (size_t)n * n), *b = xmalloc_aligned(sizeof(float) * (size_t)n * n),
           *c = xmalloc_aligned(sizeof(float) * (size_t)n * n);
@@ -36,8 +38,10 @@ static void cache_path(char *out, size_t len) {
     const char *home = getenv("HOME");
     char host[128] = "host";
     gethostname(host, sizeof host - 1);
-    if (xdg && *xdg) snprintf(out, len, "%s/olmo/peak-%s-t%d.txt", xdg, host, omp_get_max_threads());
-    else snprintf(out, len, "%s/.cache/olmo/peak-%s-t%d.txt", home ? home : "/tmp", host, omp_get_max_threads());
+    // keyed by host, BLAS kernel set and thread count: each changes the ceiling
+    const char *core = openblas_get_corename();
+    if (xdg && *xdg) snprintf(out, len, "%s/olmo/peak-%s-%s-t%d.txt", xdg, host, core, omp_get_max_threads());
+    else snprintf(out, len, "%s/.cache/olmo/peak-%s-%s-t%d.txt", home ? home : "/tmp", host, core, omp_get_max_threads());
 }
 
 double peak_flops(double recipe_peak, const char **source) {
