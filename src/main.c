@@ -19,6 +19,11 @@ static const Command COMMANDS[] = {
     {"data", cmd_data, "inspect a recipe's dataset (e.g. `olmo data order`)"},
     {"bench", cmd_bench, "training throughput and MFU, side by side with PyTorch"},
     {"eval", cmd_eval, "held-out perplexity sets and multiple-choice tasks of a checkpoint"},
+    {"export-hf", cmd_export_hf, "write a Hugging Face Olmo3 directory (config.json, model.safetensors, tokenizer)"},
+    {"import-hf", cmd_import_hf, "read a Hugging Face Olmo3 directory into an OLMo checkpoint + recipe.yml"},
+    {"generate", cmd_generate, "sample text from a checkpoint (KV cache; greedy or top-p)"},
+    {"compare", cmd_compare, "is run B a reproduction of run A? held-out gaps at landmarks, token KL"},
+    {"report", cmd_report, "one self-contained HTML report (SVG charts) of one or more runs"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -1,0 +1,3 @@
+// report.c: placeholder (being written).
+#include "cli.h"
+int cmd_report(int argc, char **argv) { (void)argc; (void)argv; return 2; }
