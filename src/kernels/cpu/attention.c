@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
 
@@ -63,14 +64,17 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
                         float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
                         for (int c = 0; c < nk; c++) mx = row[c] > mx ? row[c] : mx;
                         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
                         for (int c = 0; c < nk; c++) {
-                            float e = expf(row[c] - mx);
+                            float e = vexpf(row[c] - mx);
                             row[c] = e;
                             sum += e;
                         }
                         float inv = 1.0f / sum;
+#pragma omp simd
                         for (int c = 0; c < nk; c++) row[c] *= inv;
                         lse[((size_t)b * NH + h) * T + i0 + r] = mx + logf(sum);
                     }
@@ -114,7 +118,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
                             float l = lse[((size_t)b * NH + h) * T + i0 + r];
                             float *row = P + (size_t)r * nk;
-                            for (int c = 0; c < nk; c++) row[c] = expf(row[c] - l);
+#pragma omp simd
+                            for (int c = 0; c < nk; c++) row[c] = vexpf(row[c] - l);
                         }
                         // dP (nq, nk) = dO V^T
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, 1.0f, dOb, ldq, Vb, ldk, 0.0f, dP, nk);
@@ -123,6 +128,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                             float Di = 0.0f;
                             for (int d = 0; d < D; d++) Di += d_o[d] * o[d];
                             float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+#pragma omp simd
                             for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
                         }
                         // dQ = dS K; dK += dS^T Q; dV += P^T dO

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
@@ -22,10 +23,20 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
         for (int r = 0; r < nc; r++) {
             float *lg = logits + (size_t)r * V;
             int32_t t = targets[n0 + r];
+            // One pass of exp: e_v = exp(logit_v - max) is kept in place and reused by the
+            // gradient (softmax_v = e_v / sum). vexpf (vexp.h) vectorizes; the simd lane split
+            // is fixed at compile time, so results do not depend on the thread count.
             float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
             for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+            float target_logit = t >= 0 ? lg[t] : 0.0f;
             double sum = 0.0;
-            for (int v = 0; v < V; v++) sum += expf(lg[v] - mx);
+#pragma omp simd reduction(+ : sum)
+            for (int v = 0; v < V; v++) {
+                float e = vexpf(lg[v] - mx);
+                lg[v] = e;
+                sum += e;
+            }
             double lse = mx + log(sum);
             if (t < 0) {
                 row_ce[r] = row_z[r] = 0.0;
@@ -33,14 +44,14 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
                 if (dx) memset(lg, 0, sizeof(float) * V);
                 continue;
             }
-            row_ce[r] = lse - lg[t];
+            row_ce[r] = lse - target_logit;
             row_z[r] = lse * lse;
             if (tok_ce) tok_ce[n0 + r] = (float)row_ce[r];
             if (dx) {
                 // softmax * (1 + 2 z lse) - onehot, scaled by 1/count
-                float a = (float)((1.0 + 2.0 * z_coef * lse) * inv_count);
-                float flse = (float)lse;
-                for (int v = 0; v < V; v++) lg[v] = expf(lg[v] - flse) * a;
+                float a = (float)((1.0 + 2.0 * z_coef * lse) * inv_count / sum);
+#pragma omp simd
+                for (int v = 0; v < V; v++) lg[v] *= a;
                 lg[t] -= inv_count;
             }
         }
