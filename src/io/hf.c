@@ -1,0 +1,647 @@
+// hf.c: Hugging Face Olmo3 interchange and checkpoint resolution (docs/hf.md).
+//
+//   olmo export-hf CKPT OUT/      config.json (model_type olmo3), model.safetensors (HF
+//                                 names, vocab rows trimmed to the real vocab),
+//                                 tokenizer.json + tokenizer_config.json + generation_config.json
+//   olmo import-hf HF_DIR OUT/    model.safetensors (OLMo layout: vocab rows padded to a
+//                                 multiple of 128 with zero rows) + recipe.yml with the dims
+//
+// Our tensor names already are the HF names (src/model/params.h), so the mapping is the
+// identity; the only layout difference is the vocab padding of embed_tokens and lm_head.
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "data/tokenizer.h"
+#include "io/hf.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/recipe.h"
+#include "util/common.h"
+
+#define DOLMA2_VOCAB 100278
+#define DOLMA2_EOS 100257
+#define DOLMA2_PAD 100277
+#define DEFAULT_MAX_POS 8192   // OLMo 3 pretraining sequence length (OLMO3.md s.1)
+
+static int is_dir(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISDIR(st.st_mode); }
+static int is_file(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISREG(st.st_mode); }
+
+static void dir_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *s = strrchr(out, '/');
+    if (!s) snprintf(out, n, ".");
+    else if (s == out) out[1] = 0;
+    else *s = 0;
+}
+
+static cJSON *parse_json_file(const char *path, char *err, size_t errlen) {
+    size_t len;
+    char *txt = read_file_all(path, &len);
+    if (!txt) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); return NULL; }
+    cJSON *o = cJSON_Parse(txt);
+    free(txt);
+    if (!o) snprintf(err, errlen, "%s: not valid JSON", path);
+    else if (!cJSON_IsObject(o)) { snprintf(err, errlen, "%s: expected a JSON object", path); cJSON_Delete(o); o = NULL; }
+    return o;
+}
+
+// ---- the olmo_config JSON (same keys as train_state.json "model") -------------------------
+char *olmo_config_json(const ModelConfig *c, int seq_len) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "padded_vocab", c->padded_vocab);
+    cJSON_AddNumberToObject(o, "d_model", c->d_model);
+    cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "n_kv_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "mlp_hidden", c->mlp_hidden);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    cJSON_AddNumberToObject(o, "rms_eps", c->rms_eps);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    cJSON_AddNumberToObject(o, "full_attn_every", c->full_attn_every);
+    if (seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", seq_len);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static int config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const char *where, char *err, size_t errlen) {
+    static const char *keys[] = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+                                 "mlp_hidden", "rope_theta", "rms_eps", "sliding_window", "full_attn_every"};
+    double v[11];
+    for (int i = 0; i < 11; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: model config lacks number '%s'", where, keys[i]); return -1; }
+        v[i] = x->valuedouble;
+    }
+    memset(c, 0, sizeof *c);
+    c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->n_layers = (int)v[2]; c->n_heads = (int)v[3];
+    c->n_kv_heads = (int)v[4]; c->head_dim = (int)v[5]; c->mlp_hidden = (int)v[6]; c->rope_theta = v[7];
+    c->rms_eps = v[8]; c->sliding_window = (int)v[9]; c->full_attn_every = (int)v[10];
+    model_config_derive(c);
+    const char *bad = model_config_check(c);
+    if (bad) { snprintf(err, errlen, "%s: %s", where, bad); return -1; }
+    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
+    if (seq_len && cJSON_IsNumber(sl)) *seq_len = (int)sl->valuedouble;
+    return 0;
+}
+
+// ---- HF config.json -> ModelConfig ------------------------------------------------------------
+static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *o = parse_json_file(path, err, errlen);
+    if (!o) return -1;
+    int rc = -1;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    if (!cJSON_IsString(mt)) { snprintf(err, errlen, "%s: no \"model_type\" (expected \"olmo3\")", path); goto out; }
+    if (strcmp(mt->valuestring, "olmo3") != 0) {
+        snprintf(err, errlen, "%s: model_type is \"%s\"; only \"olmo3\" (Olmo3ForCausalLM) is supported", path, mt->valuestring);
+        goto out;
+    }
+    static const char *req[] = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                "num_attention_heads", "rope_theta", "rms_norm_eps"};
+    double v[7];
+    for (int i = 0; i < 7; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, req[i]);
+        if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: missing number \"%s\"", path, req[i]); goto out; }
+        v[i] = x->valuedouble;
+    }
+    ModelConfig *c = &s->cfg;
+    memset(c, 0, sizeof *c);
+    c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->mlp_hidden = (int)v[2]; c->n_layers = (int)v[3];
+    c->n_heads = (int)v[4]; c->rope_theta = v[5]; c->rms_eps = v[6];
+    const cJSON *x;
+    c->n_kv_heads = cJSON_IsNumber(x = cJSON_GetObjectItemCaseSensitive(o, "num_key_value_heads")) ? (int)x->valuedouble : c->n_heads;
+    c->head_dim = cJSON_IsNumber(x = cJSON_GetObjectItemCaseSensitive(o, "head_dim")) ? (int)x->valuedouble : 0;
+    s->seq_len = cJSON_IsNumber(x = cJSON_GetObjectItemCaseSensitive(o, "max_position_embeddings")) ? (int)x->valuedouble : 0;
+    x = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+    s->hf_tied = cJSON_IsTrue(x);
+    x = cJSON_GetObjectItemCaseSensitive(o, "attention_bias");
+    if (cJSON_IsTrue(x)) { snprintf(err, errlen, "%s: attention_bias true is not supported (OLMo 3 has no biases)", path); goto out; }
+    x = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+    if (x && !cJSON_IsNull(x)) {
+        snprintf(err, errlen, "%s: rope_scaling is set (e.g. YaRN of the long-context stage); only plain RoPE "
+                 "(rope_scaling null) is supported", path);
+        goto out;
+    }
+    // layer_types -> full_attn_every: layer i is full iff i % every == every - 1.
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(o, "sliding_window");
+    int L = c->n_layers, first_full = -1, any_sliding = 0;
+    if (L <= 0 || L > MAX_LAYERS) { snprintf(err, errlen, "%s: num_hidden_layers %d out of range 1..%d", path, L, MAX_LAYERS); goto out; }
+    int full[MAX_LAYERS];
+    if (lt) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != L) {
+            snprintf(err, errlen, "%s: layer_types must be a list of num_hidden_layers (%d) strings", path, L);
+            goto out;
+        }
+        for (int i = 0; i < L; i++) {
+            const cJSON *e = cJSON_GetArrayItem(lt, i);
+            if (cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")) full[i] = 1;
+            else if (cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")) full[i] = 0;
+            else { snprintf(err, errlen, "%s: layer_types[%d] must be \"full_attention\" or \"sliding_attention\"", path, i); goto out; }
+        }
+    } else {
+        for (int i = 0; i < L; i++) full[i] = i % 4 == 3;   // HF Olmo3Config's default pattern
+    }
+    for (int i = 0; i < L; i++) {
+        if (full[i] && first_full < 0) first_full = i;
+        if (!full[i]) any_sliding = 1;
+    }
+    c->full_attn_every = first_full < 0 ? L + 1 : first_full + 1;   // L+1: no layer is full
+    for (int i = 0; i < L; i++)
+        if (full[i] != (i % c->full_attn_every == c->full_attn_every - 1)) {
+            snprintf(err, errlen, "%s: layer_types is not a periodic pattern (full attention exactly at layers i %% N == N-1); "
+                     "not supported", path);
+            goto out;
+        }
+    if (any_sliding) {
+        if (!cJSON_IsNumber(sw) || sw->valuedouble < 1) {
+            snprintf(err, errlen, "%s: sliding layers need a positive number \"sliding_window\"", path);
+            goto out;
+        }
+        c->sliding_window = (int)sw->valuedouble;
+    } else {
+        c->sliding_window = cJSON_IsNumber(sw) && sw->valuedouble >= 1 ? (int)sw->valuedouble : 4096;
+    }
+    model_config_derive(c);
+    const char *bad = model_config_check(c);
+    if (bad) { snprintf(err, errlen, "%s: %s", path, bad); goto out; }
+    snprintf(s->config_from, sizeof s->config_from, "%s", path);
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+// ---- CKPT resolution --------------------------------------------------------------------------
+static int config_from_metadata(const char *st_path, ModelSource *s, char *err, size_t errlen) {
+    StFile f;
+    if (st_open(&f, st_path, err, errlen) != 0) return -1;
+    int rc = 1;   // 1: no olmo_config there
+    if (f.metadata_json) {
+        cJSON *m = cJSON_Parse(f.metadata_json);
+        const cJSON *oc = m ? cJSON_GetObjectItemCaseSensitive(m, "olmo_config") : NULL;
+        if (cJSON_IsString(oc)) {
+            cJSON *c = cJSON_Parse(oc->valuestring);
+            char where[4200];
+            snprintf(where, sizeof where, "%s (__metadata__ olmo_config)", st_path);
+            rc = c ? config_from_json(c, &s->cfg, &s->seq_len, where, err, errlen) : -1;
+            if (!c) snprintf(err, errlen, "%s: olmo_config is not valid JSON", where);
+            if (rc == 0) snprintf(s->config_from, sizeof s->config_from, "%s", where);
+            cJSON_Delete(c);
+        }
+        cJSON_Delete(m);
+    }
+    st_close(&f);
+    return rc;
+}
+
+static int config_from_recipe(const char *recipe, ModelSource *s) {
+    // Only the model shape and train.seq_len are read: fill the training-only keys a
+    // recipe must have so that any recipe validates (as `olmo eval` does).
+    static char *fixed[] = {"data.paths=unused-by-olmo", "train.max_steps=1", "schedule.name=constant"};
+    Recipe *r = xcalloc(1, sizeof *r);
+    recipe_load(r, recipe, 3, fixed);   // bad recipe: message + exit 2
+    s->cfg = recipe_model_config(r);
+    s->seq_len = r->seq_len;
+    snprintf(s->config_from, sizeof s->config_from, "%s", recipe);
+    free(r);
+    return 0;
+}
+
+int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    char p[4600], d[4600];
+    if (is_dir(ckpt)) {
+        snprintf(p, sizeof p, "%s/config.json", ckpt);
+        if (is_file(p)) {
+            cJSON *o = parse_json_file(p, err, errlen);
+            int hf = o && cJSON_GetObjectItemCaseSensitive(o, "model_type") != NULL;
+            cJSON_Delete(o);
+            if (hf) {
+                snprintf(s->path, sizeof s->path, "%s", ckpt);
+                s->is_hf = 1;
+                return hf_config_read(ckpt, s, err, errlen);
+            }
+        }
+        snprintf(p, sizeof p, "%s/model.safetensors", ckpt);
+        if (!is_file(p)) {
+            snprintf(d, sizeof d, "%s/checkpoints", ckpt);
+            char step[4096];
+            int r = is_dir(d) ? ckpt_resolve(ckpt, "auto", step, sizeof step, err, errlen) : 0;
+            if (r < 0) return -1;
+            if (r == 0) {
+                snprintf(err, errlen, "%s: no model.safetensors, no HF config.json and no checkpoints/step-* in it", ckpt);
+                return -1;
+            }
+            snprintf(p, sizeof p, "%s/model.safetensors", step);
+            if (!is_file(p)) { snprintf(err, errlen, "%s: checkpoint has no model.safetensors", step); return -1; }
+        }
+    } else if (is_file(ckpt)) {
+        snprintf(p, sizeof p, "%s", ckpt);
+    } else {
+        snprintf(err, errlen, "%s: no such file or directory", ckpt);
+        return -1;
+    }
+    if (strlen(p) >= sizeof s->path) { snprintf(err, errlen, "%s: path too long", p); return -1; }
+    snprintf(s->path, sizeof s->path, "%s", p);
+    dir_of(p, d, sizeof d);
+
+    int r = config_from_metadata(p, s, err, errlen);
+    if (r <= 0) return r;
+    char q[4700];
+    snprintf(q, sizeof q, "%s/train_state.json", d);
+    if (is_file(q)) {
+        cJSON *o = parse_json_file(q, err, errlen);
+        if (!o) return -1;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
+        int rc = m ? config_from_json(m, &s->cfg, NULL, q, err, errlen) : -1;
+        if (!m) snprintf(err, errlen, "%s: no \"model\" object", q);
+        const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
+        if (cJSON_IsNumber(sl)) s->seq_len = (int)sl->valuedouble;
+        cJSON_Delete(o);
+        if (rc == 0) snprintf(s->config_from, sizeof s->config_from, "%s", q);
+        return rc;
+    }
+    snprintf(q, sizeof q, "%s/recipe.yml", d);
+    if (is_file(q)) return config_from_recipe(q, s);
+    snprintf(q, sizeof q, "%s/../../recipe.yml", d);
+    if (is_file(q)) return config_from_recipe(q, s);
+    snprintf(err, errlen, "%s: cannot tell the model shape: no olmo_config in its __metadata__, and no "
+             "train_state.json, recipe.yml or ../../recipe.yml next to it", p);
+    return -1;
+}
+
+// ---- HF weights (single file or shards) --------------------------------------------------------
+#define MAX_SHARDS 256
+
+typedef struct {
+    int n;
+    StFile f[MAX_SHARDS];
+    char *names[MAX_SHARDS];
+    cJSON *weight_map;   // name -> shard file name, NULL for a single file
+    cJSON *index;
+} HfFiles;
+
+static void hf_close(HfFiles *h) {
+    for (int i = 0; i < h->n; i++) { st_close(&h->f[i]); free(h->names[i]); }
+    cJSON_Delete(h->index);
+    memset(h, 0, sizeof *h);
+}
+
+static int hf_open(const char *dir, HfFiles *h, char *err, size_t errlen) {
+    memset(h, 0, sizeof *h);
+    char p[4600];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (is_file(p)) {
+        h->names[0] = xstrdup("model.safetensors");
+        if (st_open(&h->f[0], p, err, errlen) != 0) { free(h->names[0]); h->names[0] = NULL; return -1; }
+        h->n = 1;
+        return 0;
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    if (!is_file(p)) {
+        snprintf(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json (shards)", dir);
+        return -1;
+    }
+    h->index = parse_json_file(p, err, errlen);
+    if (!h->index) return -1;
+    h->weight_map = cJSON_GetObjectItemCaseSensitive(h->index, "weight_map");
+    if (!cJSON_IsObject(h->weight_map)) { snprintf(err, errlen, "%s: no \"weight_map\" object", p); hf_close(h); return -1; }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, h->weight_map) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+            snprintf(err, errlen, "%s: weight_map[\"%s\"] must be a file name in the directory", p, e->string);
+            hf_close(h);
+            return -1;
+        }
+        int k = 0;
+        while (k < h->n && strcmp(h->names[k], e->valuestring)) k++;
+        if (k < h->n) continue;
+        if (h->n == MAX_SHARDS) { snprintf(err, errlen, "%s: more than %d shards", p, MAX_SHARDS); hf_close(h); return -1; }
+        char sp[4700];
+        snprintf(sp, sizeof sp, "%s/%s", dir, e->valuestring);
+        if (st_open(&h->f[h->n], sp, err, errlen) != 0) { hf_close(h); return -1; }
+        h->names[h->n++] = xstrdup(e->valuestring);
+    }
+    return 0;
+}
+
+// The tensor `name` and the file holding it, or NULL.
+static const StTensor *hf_find(const HfFiles *h, const char *name, const StFile **file) {
+    if (h->weight_map) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(h->weight_map, name);
+        if (!cJSON_IsString(e)) return NULL;
+        for (int k = 0; k < h->n; k++)
+            if (!strcmp(h->names[k], e->valuestring)) { *file = &h->f[k]; return st_find(&h->f[k], name); }
+        return NULL;
+    }
+    *file = &h->f[0];
+    return st_find(&h->f[0], name);
+}
+
+static int is_vocab_tensor(const ParamInfo *p) { return p->kind == PARAM_EMBEDDING || p->kind == PARAM_LM_HEAD; }
+
+static int hf_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen) {
+    HfFiles h;
+    if (hf_open(s->path, &h, err, errlen) != 0) return -1;
+    const ModelConfig *c = &s->cfg;
+    char msg[3000] = "";
+    size_t used = 0;
+    int bad = 0;
+#define ADD(...) do { if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, __VA_ARGS__); bad++; } while (0)
+    const StTensor **src = xcalloc((size_t)t->n, sizeof *src);
+    const StFile **srcf = xcalloc((size_t)t->n, sizeof *srcf);
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *p = &t->p[i];
+        src[i] = hf_find(&h, p->name, &srcf[i]);
+        if (!src[i] && p->kind == PARAM_LM_HEAD && s->hf_tied) continue;   // copied from the embedding below
+        if (!src[i]) { ADD("%s missing tensor %s", bad ? ";" : "", p->name); continue; }
+        int rows = is_vocab_tensor(p) ? c->vocab_size : p->shape[0];
+        const StTensor *x = src[i];
+        int ok = x->ndim == p->ndim && x->shape[0] == rows && (p->ndim == 1 || x->shape[1] == p->shape[1]);
+        if (!ok) {
+            char got[128] = "";
+            for (int d = 0, o = 0; d < x->ndim && o < 100; d++) o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)x->shape[d]);
+            if (p->ndim == 2) ADD("%s %s: expected shape (%d, %d), got (%s)", bad ? ";" : "", p->name, rows, p->shape[1], got);
+            else ADD("%s %s: expected shape (%d), got (%s)", bad ? ";" : "", p->name, rows, got);
+        } else if (strcmp(x->dtype, "F32") && strcmp(x->dtype, "BF16") && strcmp(x->dtype, "F16") && strcmp(x->dtype, "F64")) {
+            ADD("%s %s: dtype %s cannot convert to float", bad ? ";" : "", p->name, x->dtype);
+        }
+    }
+    if (bad) {
+        snprintf(err, errlen, "%s does not match its config.json (%d problem%s):%s", s->path, bad, bad > 1 ? "s" : "", msg);
+        hf_close(&h);
+        free(src);
+        free(srcf);
+        return -1;
+    }
+#undef ADD
+    // Extra tensors (e.g. rotary inv_freq buffers of old exports) are not model weights.
+    for (int k = 0; k < h.n; k++)
+        for (int j = 0; j < h.f[k].n; j++)
+            if (!param_table_find(t, h.f[k].t[j].name)) warnf("import-hf: ignoring tensor %s (not an Olmo3 weight)", h.f[k].t[j].name);
+    // Padding rows (vocab_size .. padded_vocab) are zero: see docs/hf.md.
+    memset(params, 0, sizeof(float) * t->total);
+    const ParamInfo *emb = NULL;
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *p = &t->p[i];
+        if (p->kind == PARAM_EMBEDDING) emb = p;
+        if (src[i]) st_read_f32(srcf[i], src[i], params + p->offset);
+    }
+    for (int i = 0; i < t->n; i++)
+        if (!src[i] && emb) memcpy(params + t->p[i].offset, params + emb->offset, sizeof(float) * emb->numel);
+    hf_close(&h);
+    return 0;
+}
+
+int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen) {
+    if (s->is_hf) return hf_load(s, t, params, err, errlen);
+    return params_load_safetensors(t, params, s->path, err, errlen);
+}
+
+// ---- export-hf ----------------------------------------------------------------------------------
+static void write_json(const char *path, cJSON *o) {
+    char *txt = cJSON_Print(o);
+    size_t n = strlen(txt);
+    txt = xrealloc(txt, n + 2);
+    txt[n] = '\n';
+    txt[n + 1] = 0;
+    if (write_file_atomic(path, txt, n + 1) != 0) die("cannot write %s: %s", path, strerror(errno));
+    free(txt);
+}
+
+static void add_id_or_null(cJSON *o, const char *k, int id, int vocab) {
+    if (id >= 0 && id < vocab) cJSON_AddNumberToObject(o, k, id);
+    else cJSON_AddNullToObject(o, k);
+}
+
+static void export_usage(FILE *f) {
+    fprintf(f,
+            "usage: olmo export-hf CKPT OUT_DIR [--max-pos N] [--tokenizer FILE]\n"
+            "\n"
+            "Write a Hugging Face Olmo3ForCausalLM directory (docs/hf.md): config.json,\n"
+            "model.safetensors (F32, HF names, embed_tokens and lm_head trimmed to the real\n"
+            "vocab), tokenizer.json (a copy of the dolma2 tokenizer), tokenizer_config.json,\n"
+            "generation_config.json.\n"
+            "CKPT: a run directory, a checkpoint directory, or a model.safetensors file whose\n"
+            "shape is known (olmo_config metadata, train_state.json or a recipe.yml near it).\n"
+            "\n"
+            "  --max-pos N       max_position_embeddings (default: the run's train.seq_len, else %d)\n"
+            "  --tokenizer FILE  tokenizer.json to copy (default: env OLMO_TOKENIZER, else dolma2)\n",
+            DEFAULT_MAX_POS);
+}
+
+int cmd_export_hf(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) { export_usage(stdout); return 0; }
+    const char *ckpt = NULL, *out = NULL, *tok_path = NULL;
+    int max_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--max-pos") && i + 1 < argc) {
+            char *e;
+            long v = strtol(argv[++i], &e, 10);
+            if (*e || v <= 0 || v > INT_MAX) die_input("export-hf: --max-pos must be a positive integer, got '%s'", argv[i]);
+            max_pos = (int)v;
+        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_path = argv[++i];
+        else if (argv[i][0] == '-') { export_usage(stderr); die_input("export-hf: unknown option '%s'", argv[i]); }
+        else if (!ckpt) ckpt = argv[i];
+        else if (!out) out = argv[i];
+        else die_input("export-hf: unexpected argument '%s'", argv[i]);
+    }
+    if (!ckpt || !out) { export_usage(stderr); return 2; }
+
+    char err[4096];
+    ModelSource s;
+    if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    const ModelConfig *c = &s.cfg;
+    ParamTable t;
+    param_table_build(&t, c);
+    float *params = xmalloc_aligned(sizeof(float) * t.total);
+    if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    if (!max_pos) max_pos = s.seq_len > 0 ? s.seq_len : DEFAULT_MAX_POS;
+    if (mkdir_p(out) != 0) die_input("export-hf: cannot create %s: %s", out, strerror(errno));
+
+    // config.json
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "architectures", cJSON_CreateStringArray((const char *[]){"Olmo3ForCausalLM"}, 1));
+    cJSON_AddStringToObject(o, "model_type", "olmo3");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_hidden);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddNumberToObject(o, "max_position_embeddings", max_pos);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    cJSON_AddNullToObject(o, "rope_scaling");
+    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_eps);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+    for (int i = 0; i < c->n_layers; i++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(model_layer_is_sliding(c, i) ? "sliding_attention" : "full_attention"));
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", 0);
+    cJSON_AddBoolToObject(o, "attention_bias", 0);
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(o, "use_cache", 1);
+    // dolma2 ids; null when outside a (test-sized) vocab, where HF would reject them.
+    add_id_or_null(o, "pad_token_id", DOLMA2_PAD, c->vocab_size);
+    add_id_or_null(o, "eos_token_id", DOLMA2_EOS, c->vocab_size);
+    cJSON_AddNullToObject(o, "bos_token_id");   // dolma2 has no BOS
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char p[4600];
+    snprintf(p, sizeof p, "%s/config.json", out);
+    write_json(p, o);
+    cJSON_Delete(o);
+
+    // generation_config.json
+    o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "_from_model_config", 1);
+    add_id_or_null(o, "eos_token_id", DOLMA2_EOS, c->vocab_size);
+    add_id_or_null(o, "pad_token_id", DOLMA2_PAD, c->vocab_size);
+    cJSON_AddNullToObject(o, "bos_token_id");
+    snprintf(p, sizeof p, "%s/generation_config.json", out);
+    write_json(p, o);
+    cJSON_Delete(o);
+
+    // model.safetensors: the embedding and LM head keep their first vocab_size rows (a
+    // prefix of the padded row-major tensors, so no copy is needed).
+    StWrite *w = xcalloc((size_t)t.n, sizeof(StWrite));
+    for (int i = 0; i < t.n; i++) {
+        const ParamInfo *q = &t.p[i];
+        int rows = is_vocab_tensor(q) ? c->vocab_size : q->shape[0];
+        w[i] = (StWrite){q->name, "F32", q->ndim, {rows, q->shape[1]}, params + q->offset,
+                         (size_t)rows * (q->ndim == 2 ? (size_t)q->shape[1] : 1) * sizeof(float)};
+    }
+    char *oc = olmo_config_json(c, max_pos);
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "format", "pt");
+    cJSON_AddStringToObject(meta, "olmo_config", oc);
+    char *meta_txt = cJSON_PrintUnformatted(meta);
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    if (st_write(p, w, t.n, meta_txt) != 0) die("cannot write %s: %s", p, strerror(errno));
+    free(meta_txt);
+    cJSON_Delete(meta);
+    free(oc);
+    free(w);
+
+    // tokenizer.json (copied byte for byte) + tokenizer_config.json
+    char *tp = tokenizer_resolve_path(tok_path);
+    size_t len;
+    char *tj = read_file_all(tp, &len);
+    if (!tj) {
+        if (tok_path) die_input("export-hf: cannot read --tokenizer %s: %s", tp, strerror(errno));
+        warnf("export-hf: tokenizer %s not found: no tokenizer.json written (give --tokenizer FILE)", tp);
+    } else {
+        snprintf(p, sizeof p, "%s/tokenizer.json", out);
+        if (write_file_atomic(p, tj, len) != 0) die("cannot write %s: %s", p, strerror(errno));
+        free(tj);
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "tokenizer_class", "PreTrainedTokenizerFast");
+        cJSON_AddStringToObject(o, "eos_token", "<|endoftext|>");
+        cJSON_AddStringToObject(o, "pad_token", "<|pad|>");
+        cJSON_AddNullToObject(o, "bos_token");
+        cJSON_AddNullToObject(o, "unk_token");
+        cJSON_AddBoolToObject(o, "add_bos_token", 0);
+        cJSON_AddBoolToObject(o, "add_eos_token", 0);
+        cJSON_AddBoolToObject(o, "clean_up_tokenization_spaces", 0);
+        cJSON_AddNumberToObject(o, "model_max_length", max_pos);
+        snprintf(p, sizeof p, "%s/tokenizer_config.json", out);
+        write_json(p, o);
+        cJSON_Delete(o);
+    }
+    free(tp);
+    fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (padded %d trimmed)\n", s.path,
+            s.config_from, out, t.n, c->vocab_size, c->padded_vocab);
+    free(params);
+    param_table_free(&t);
+    return 0;
+}
+
+// ---- import-hf ----------------------------------------------------------------------------------
+static void import_usage(FILE *f) {
+    fprintf(f,
+            "usage: olmo import-hf HF_DIR OUT_DIR\n"
+            "\n"
+            "Read a Hugging Face Olmo3 directory (config.json + model.safetensors, or shards with\n"
+            "model.safetensors.index.json; F32/BF16/F16) and write OUT_DIR/model.safetensors in\n"
+            "the OLMo layout (embed_tokens and lm_head padded to a multiple of 128 rows with zero\n"
+            "rows) and OUT_DIR/recipe.yml with the model dims (for olmo eval / olmo generate, or to\n"
+            "copy into a training recipe). docs/hf.md. Bad input exits 2.\n");
+}
+
+int cmd_import_hf(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) { import_usage(stdout); return 0; }
+    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') { import_usage(stderr); return 2; }
+    const char *in = argv[1], *out = argv[2];
+    char err[4096], p[4600];
+    snprintf(p, sizeof p, "%s/config.json", in);
+    if (!is_dir(in)) die_input("import-hf: %s is not a directory", in);
+    if (!is_file(p)) die_input("import-hf: %s has no config.json", in);
+    ModelSource s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.path, sizeof s.path, "%s", in);
+    s.is_hf = 1;
+    if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    ParamTable t;
+    param_table_build(&t, &s.cfg);
+    float *params = xmalloc_aligned(sizeof(float) * t.total);
+    if (hf_load(&s, &t, params, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    if (mkdir_p(out) != 0) die_input("import-hf: cannot create %s: %s", out, strerror(errno));
+
+    int seq_len = s.seq_len > 0 ? s.seq_len : DEFAULT_MAX_POS;
+    char *oc = olmo_config_json(&s.cfg, seq_len);
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "olmo_config", oc);
+    cJSON_AddStringToObject(meta, "imported_from", in);
+    char *meta_txt = cJSON_PrintUnformatted(meta);
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    params_save_safetensors(&t, params, p, meta_txt);
+    free(meta_txt);
+    cJSON_Delete(meta);
+    free(oc);
+
+    // recipe.yml: defaults + the model dims; data.paths / train.run_dir are placeholders to
+    // replace before training from it.
+    Recipe *r = xcalloc(1, sizeof *r);
+    recipe_defaults(r);
+    const ModelConfig *c = &s.cfg;
+    r->vocab_size = c->vocab_size; r->d_model = c->d_model; r->n_layers = c->n_layers; r->n_heads = c->n_heads;
+    r->n_kv_heads = c->n_kv_heads; r->head_dim = c->head_dim; r->mlp_hidden = c->mlp_hidden;
+    r->rope_theta = c->rope_theta; r->rms_eps = c->rms_eps; r->sliding_window = c->sliding_window;
+    r->full_attn_every = c->full_attn_every;
+    r->seq_len = seq_len;
+    if (r->global_batch % r->micro_batch) r->micro_batch = 1;
+    if (r->max_steps <= 0 && r->max_tokens <= 0) r->max_steps = 1;
+    r->n_paths = 1;
+    snprintf(r->paths[0], RECIPE_MAX_STR, "REPLACE_WITH_TOKEN_FILES");
+    snprintf(r->run_dir, RECIPE_MAX_STR, "%s", out);
+    char *yaml = recipe_to_yaml(r);
+    size_t hl = strlen(in) + 200;
+    char *txt = xmalloc(hl + strlen(yaml));
+    int n = snprintf(txt, hl, "# written by `olmo import-hf %s`: model.* are the imported dims; data.paths and\n"
+                     "# train.* are placeholders to set before training from this recipe.\n", in);
+    strcpy(txt + n, yaml);
+    snprintf(p, sizeof p, "%s/recipe.yml", out);
+    if (write_file_atomic(p, txt, strlen(txt)) != 0) die("cannot write %s: %s", p, strerror(errno));
+    free(txt);
+    free(yaml);
+    free(r);
+    fprintf(stderr, "import-hf: %s -> %s/model.safetensors + recipe.yml: %d layers, d_model %d, vocab %d padded to %d\n",
+            in, out, c->n_layers, c->d_model, c->vocab_size, c->padded_vocab);
+    free(params);
+    param_table_free(&t);
+    return 0;
+}

@@ -1,0 +1,38 @@
+// hf.h: Hugging Face interchange (`olmo export-hf`, `olmo import-hf`) and the one place
+// that turns a user's CKPT argument into a model file + model shape (docs/hf.md).
+//
+// CKPT may be
+//   - a run directory (RUN_DIR/model.safetensors, else the newest RUN_DIR/checkpoints/step-*),
+//   - a checkpoint directory (step-NNNNNNNN/ or an import-hf output) holding model.safetensors,
+//   - a model.safetensors file,
+//   - an HF directory (config.json with a model_type; model.safetensors or shards).
+// The shape of an OLMo-layout file comes from, in order: the "olmo_config" entry of its
+// safetensors __metadata__ (written by import-hf and export-hf), train_state.json next to
+// it, recipe.yml next to it, ../../recipe.yml (a run's checkpoint directory).
+#ifndef OLMO_HF_H
+#define OLMO_HF_H
+
+#include <stddef.h>
+
+#include "model/config.h"
+#include "model/params.h"
+
+typedef struct {
+    char path[4096];    // the OLMo-layout .safetensors file, or the HF directory
+    int is_hf;          // 1: HF directory (vocab rows trimmed, maybe sharded, maybe tied)
+    int hf_tied;        // HF: tie_word_embeddings (lm_head = embed_tokens)
+    ModelConfig cfg;    // derived (padded_vocab, head_dim filled)
+    int seq_len;        // training / max_position length when known, else 0
+    char config_from[4800];  // where the shape came from (for messages)
+} ModelSource;
+
+// Resolve CKPT. Returns 0, or -1 with a message in err (bad input: callers exit 2).
+int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen);
+// Read the parameters into params (layout of table t, built from s->cfg). HF sources get
+// their vocab rows padded with zero rows (docs/hf.md). Returns 0, or -1 with a message.
+int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
+
+// The "olmo_config" JSON text of a config (malloc'd): the ModelConfig fields + seq_len.
+char *olmo_config_json(const ModelConfig *c, int seq_len);
+
+#endif
