@@ -91,6 +91,7 @@ typedef struct {
     TrainCore *tc;
     Loader *loader;
     CkptWriter *w;      // rank 0 only
+    MetricsLog *log;    // rank 0 only
     const char *yaml, *yaml_sha;
     int rank, world;
 } Ctx;
@@ -126,8 +127,18 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     snprintf(st.recipe_sha256, sizeof st.recipe_sha256, "%s", c->yaml_sha);
     st.recipe_yaml = (char *)c->yaml;
     ckpt_commit(c->w, &st);
-    printf("checkpoint: step %ld -> %s/checkpoints/step-%08ld (snapshot %.3fs%s)\n", step, c->r->run_dir, step,
-           now_seconds() - t0, c->r->ckpt_async ? ", writing in the background" : "");
+    // What the checkpoint cost the loop: waiting for the previous write, the snapshot and
+    // the shard gathers (async), or the whole write (sync).
+    double blocking = now_seconds() - t0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "checkpoint");
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "blocking_s", blocking);
+    cJSON_AddBoolToObject(o, "async", c->r->ckpt_async);
+    metrics_write(c->log, o);
+    cJSON_Delete(o);
+    printf("checkpoint: step %ld -> %s/checkpoints/step-%08ld (loop blocked %.3fs%s)\n", step, c->r->run_dir, step,
+           blocking, c->r->ckpt_async ? ", writing in the background" : "");
     fflush(stdout);
 }
 
@@ -262,11 +273,15 @@ int cmd_train(int argc, char **argv) {
                "%d micro-batch%s of %d per rank\n",
                recipe_path, model_num_params(&cfg), total_steps, GB, T, W, W > 1 ? "s" : "", omp_get_max_threads(),
                micro_per_rank, micro_per_rank > 1 ? "es" : "", MB);
+        size_t lo0, hi0;
+        train_core_range(&tc, &lo0, &hi0);
+        printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",
+               8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)m.table.total / 1048576.0);
         printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) vs peak %.1f GFLOP/s (%s)\n", fpt / 1e9,
                fpt_w / 1e9, peak / 1e9, peak_src);
         fflush(stdout);
     }
-    Ctx c = {r, &m, &tc, loader, w, yaml, yaml_sha, rank, W};
+    Ctx c = {r, &m, &tc, loader, w, &log, yaml, yaml_sha, rank, W};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
