@@ -3,7 +3,7 @@
 # parameter and Adam moment identical), SIGTERM (checkpoint after the step, exit 0),
 # SIGKILL in the middle of a checkpoint write (the partial .tmp dir is removed, the run
 # resumes from the last complete checkpoint and still ends bitwise identical), metrics
-# truncation on resume, retention (ckpt.keep_last / ckpt.keep_every).
+# truncation on resume, retention (ckpt.keep_last / ckpt.keep_every), resume=never.
 cd "$(dirname "$0")/.."
 source tests/test_resume_lib.sh
 A=$TMP/A B=$TMP/B
@@ -63,4 +63,8 @@ R=$TMP/R
 train $R ckpt.interval=2 ckpt.keep_last=2 ckpt.keep_every=4 || fail "retention run"
 got=$(ls $R/checkpoints | tr '\n' ' ')
 [ "$got" = "latest step-00000004 step-00000008 step-00000010 step-00000012 " ] || fail "retention kept: $got"
+# resume=never over an old run: its checkpoints are moved aside, not mixed in
+train $A train.resume=never train.max_steps=2 || fail "resume=never rerun"
+[ -d $A/checkpoints.replaced-1/step-00000012 ] || fail "old checkpoints not moved aside"
+[ "$(ls $A/checkpoints | tr '\n' ' ')" = "latest step-00000002 " ] || fail "new run mixed: $(ls $A/checkpoints)"
 echo "test_resume: ok"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "data/loader.h"
@@ -255,6 +256,20 @@ int cmd_train(int argc, char **argv) {
     }
 
     char path[4200];
+    if (rank == 0 && resume == 0 && !strcmp(r->resume, "never")) {
+        // A fresh run must not mix its checkpoints with an older run's (retention and
+        // resume=auto go by step number): move the old ones aside, never delete them.
+        char old[4200];
+        snprintf(path, sizeof path, "%s/checkpoints", r->run_dir);
+        for (int i = 1; i < 1000; i++) {
+            snprintf(old, sizeof old, "%s/checkpoints.replaced-%d", r->run_dir, i);
+            if (access(old, F_OK) != 0) break;
+        }
+        if (access(path, F_OK) == 0) {
+            if (rename(path, old) != 0) die("cannot move %s aside", path);
+            printf("train.resume=never: moved the previous run's %s to %s\n", path, old);
+        }
+    }
     MetricsLog log = {0};
     CkptWriter *w = NULL;
     double peak = 0, fpt = 0;
