@@ -1,0 +1,32 @@
+// svg.h: line charts as inline SVG for `olmo report` (no JavaScript, no network, no
+// xmlns URL: HTML5 parses inline <svg> without one). One chart = axes with "nice" tick
+// labels (1-2-5 steps), a title, axis titles, a legend, and one <path> per series with a
+// data-series attribute naming it, so tests (and people) can find a series in the file.
+#ifndef OLMO_SVG_H
+#define OLMO_SVG_H
+
+#include <stdio.h>
+
+typedef struct {
+    const char *id;       // data-series attribute, e.g. "run-a:eval/macro/ce"
+    const char *label;    // legend text
+    const char *color;    // CSS color
+    const double *x, *y;  // n points; non-finite y breaks the line
+    int n;
+    int dashed;           // dashed stroke (e.g. held-out next to training loss)
+    int markers;          // a dot at every point (sparse series such as evals)
+} SvgSeries;
+
+typedef struct {
+    const char *title, *xlabel, *ylabel;
+    int width, height;    // pixels
+} SvgChart;
+
+// Write one <svg> element. Series with no finite point are listed in the legend only.
+void svg_chart(FILE *f, const SvgChart *c, const SvgSeries *s, int ns);
+// Write s with &, <, >, " and ' escaped (text and attribute values).
+void html_escape(FILE *f, const char *s);
+// The i-th color of a palette of distinguishable colors (cycles).
+const char *svg_color(int i);
+
+#endif
