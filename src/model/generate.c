@@ -9,6 +9,7 @@
 // seeded splitmix64 stream, so a (checkpoint, prompt, seed) triple always gives the same
 // text. Only the real-vocab rows are candidates: the padding rows of the LM head are
 // never sampled.
+#include <cblas.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -53,14 +54,27 @@ void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *p
     k->mo = xmalloc_aligned(sizeof(float) * n * C);
     k->rstd = xmalloc_aligned(sizeof(float) * n);
     k->xf = xmalloc_aligned(sizeof(float) * n * C);
-    k->scores = xmalloc_aligned(sizeof(float) * (size_t)max_len);
 }
 
 void kv_free(KVModel *k) {
     float *b[] = {k->kcache, k->vcache, k->rope_cos, k->rope_sin, k->x, k->qkv, k->q, k->att, k->a,
-                  k->an, k->gu, k->act, k->mo, k->rstd, k->xf, k->scores};
+                  k->an, k->gu, k->act, k->mo, k->rstd, k->xf};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) free(b[i]);
     memset(k, 0, sizeof *k);
+}
+
+// out (N, OC) = inp (N, C) @ W^T. One token (decode): blocked sgemv, since sgemm would
+// repack all of W for a single row (most of the decode time at a 100k vocab). Blocks are a
+// function of OC only and OpenBLAS is single-threaded inside the OpenMP loop, so the
+// result does not depend on the thread count.
+static void linear(float *out, const float *inp, const float *W, int N, int C, int OC) {
+    if (N > 1) { matmul_forward(out, inp, W, N, C, OC); return; }
+    const int BLOCK = 256, nb = (OC + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int o0 = b * BLOCK, m = OC - o0 < BLOCK ? OC - o0 : BLOCK;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, m, C, 1.0f, W + (size_t)o0 * C, C, inp, 1, 0.0f, out + o0, 1);
+    }
 }
 
 // out (D) = softmax(q . K[lo..p] / sqrt(D)) V[lo..p] for one query head; K, V rows of stride ld.
@@ -96,7 +110,7 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
     for (int l = 0; l < c->n_layers; l++) {
         const LayerView *w = &k->w.layers[l];
         float *Kc = k->kcache + (size_t)l * k->max_len * KV, *Vc = k->vcache + (size_t)l * k->max_len * KV;
-        matmul_forward(k->qkv, k->x, w->wqkv, n, C, QKV);
+        linear(k->qkv, k->x, w->wqkv, n, C, QKV);
         // q-norm / k-norm over the whole projection (before the head split), then RoPE at
         // the absolute positions p0.. (table rows offset by p0). K and V go to the cache.
         rmsnorm_forward(k->q, k->rstd, k->qkv, w->q_norm, n, Q, QKV, Q, eps);
@@ -106,20 +120,27 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
         rope_forward(k->q, cs, sn, 1, n, NH, D);
         rope_forward(Kc + (size_t)p0 * KV, cs, sn, 1, n, NKV, D);
         int sliding = model_layer_is_sliding(c, l);
-        for (int i = 0; i < n; i++) {
-            int p = p0 + i, lo = sliding && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
-            for (int h = 0; h < NH; h++) {
-                int g = h / group;
-                attend_one(k->att + (size_t)i * Q + (size_t)h * D, k->q + (size_t)i * Q + (size_t)h * D,
-                           Kc + (size_t)g * D, Vc + (size_t)g * D, lo, p, KV, D, k->scores);
-            }
+        // One (query, head) pair per task; each output row is computed by one thread in a
+        // fixed order, so the result does not depend on the thread count.
+#pragma omp parallel
+        {
+            float *sc = xmalloc(sizeof(float) * (size_t)(p0 + n));
+#pragma omp for collapse(2) schedule(static)
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < NH; h++) {
+                    int p = p0 + i, lo = sliding && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+                    int g = h / group;
+                    attend_one(k->att + (size_t)i * Q + (size_t)h * D, k->q + (size_t)i * Q + (size_t)h * D,
+                               Kc + (size_t)g * D, Vc + (size_t)g * D, lo, p, KV, D, sc);
+                }
+            free(sc);
         }
-        matmul_forward(k->a, k->att, w->wo, n, Q, C);
+        linear(k->a, k->att, w->wo, n, Q, C);
         rmsnorm_forward(k->an, k->rstd, k->a, w->attn_norm, n, C, C, C, eps);
         residual_forward(k->x, k->x, k->an, (size_t)n * C);   // h = x + norm(attn out)
-        matmul_forward(k->gu, k->x, w->wgu, n, C, 2 * H);
+        linear(k->gu, k->x, w->wgu, n, C, 2 * H);
         swiglu_forward(k->act, k->gu, n, H);
-        matmul_forward(k->mo, k->act, w->wdown, n, H, C);
+        linear(k->mo, k->act, w->wdown, n, H, C);
         rmsnorm_forward(k->an, k->rstd, k->mo, w->mlp_norm, n, C, C, C, eps);
         residual_forward(k->x, k->x, k->an, (size_t)n * C);   // y = h + norm(mlp out)
     }
@@ -127,7 +148,7 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
     if (!logits) return;
     int first = all_logits ? 0 : n - 1, rows = n - first;
     rmsnorm_forward(k->xf, k->rstd, k->x + (size_t)first * C, k->w.final_norm, rows, C, C, C, eps);
-    matmul_forward(logits, k->xf, k->w.lm_head, rows, C, c->padded_vocab);
+    linear(logits, k->xf, k->w.lm_head, rows, C, c->padded_vocab);
 }
 
 // ---- sampling -----------------------------------------------------------------------------------
@@ -155,15 +176,20 @@ static int cand_cmp(const void *a, const void *b) {
 static int sample_top_p(const float *logits, int V, float temp, float top_p, uint64_t *rng, Cand *c) {
     int b = argmax(logits, V);
     double sum = 0;
+    for (int i = 0; i < V; i++) sum += expf((logits[i] - logits[b]) / temp);
+    // Only tokens with mass >= (1 - top_p) / (V - 1) can be in the nucleus: the others
+    // together hold less than 1 - top_p. Sorting just those gives the same nucleus as
+    // sorting everything, at a fraction of the cost.
+    double cut = V > 1 ? (1.0 - top_p) / (V - 1) * sum : 0;
+    int m = 0;
     for (int i = 0; i < V; i++) {
-        c[i].p = expf((logits[i] - logits[b]) / temp);
-        c[i].id = i;
-        sum += c[i].p;
+        float p = expf((logits[i] - logits[b]) / temp);
+        if (p >= cut || i == b) c[m++] = (Cand){p, i};
     }
-    qsort(c, (size_t)V, sizeof *c, cand_cmp);
+    qsort(c, (size_t)m, sizeof *c, cand_cmp);
     double keep = 0;
     int n = 0;
-    while (n < V && (n == 0 || keep < top_p * sum)) keep += c[n++].p;
+    while (n < m && (n == 0 || keep < top_p * sum)) keep += c[n++].p;
     double u = (double)(splitmix64(rng) >> 11) * 0x1.0p-53 * keep, acc = 0;
     for (int i = 0; i < n; i++) {
         acc += c[i].p;
@@ -271,6 +297,11 @@ int cmd_generate(int argc, char **argv) {
     uint32_t *ids = NULL;
     size_t T = 0, cap = 0;
     if (prompt) {
+        // An HF directory brings its own tokenizer.json; otherwise the default (dolma2).
+        char hf_tok[4200];
+        snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", s.path);
+        FILE *probe = !tok_path && s.is_hf ? fopen(hf_tok, "rb") : NULL;
+        if (probe) { fclose(probe); tok_path = hf_tok; }
         char *tp = tokenizer_resolve_path(tok_path);
         tok = tokenizer_load(tp);
         free(tp);

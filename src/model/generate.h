@@ -20,7 +20,7 @@ typedef struct {
     float *kcache, *vcache;     // (L, max_len, NKV*D) each
     float *rope_cos, *rope_sin; // (max_len, D/2)
     // scratch for max_n tokens
-    float *x, *qkv, *q, *att, *a, *an, *gu, *act, *mo, *rstd, *xf, *scores;
+    float *x, *qkv, *q, *att, *a, *an, *gu, *act, *mo, *rstd, *xf;
 } KVModel;
 
 void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *params, int max_len, int max_n);
