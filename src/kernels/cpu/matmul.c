@@ -1,20 +1,26 @@
 // matmul.c: nn.Linear (no bias) forward/backward on OpenBLAS sgemm, made deterministic.
 // A multi-threaded OpenBLAS sgemm tiles its output by thread count, and elements on a
 // different tile edge get a different summation order (tests/test_kernels.c caught it).
-// So we split the output ourselves into fixed blocks of BLOCK rows (or columns, along
-// the larger output dimension) and run one single-threaded sgemm per block inside an
-// OpenMP loop (OpenBLAS runs single-threaded inside a parallel region). The blocking does
-// not depend on the thread count, so neither does any result.
+// So we split the output ourselves into blocks along its larger dimension and run one
+// single-threaded sgemm per block inside an OpenMP loop (OpenBLAS runs single-threaded
+// inside a parallel region). Block sizes are a function of the shape alone (about 32
+// blocks, multiples of 64, at least 64), never of the thread count, so neither is any
+// result. Large blocks keep the per-call packing of the shared operand cheap.
 #include <cblas.h>
 
 #include "kernels/kernels.h"
 
-#define BLOCK 128
+static int block_size(int dim) {
+    int b = (dim + 31) / 32;
+    b = (b + 63) / 64 * 64;
+    return b < 64 ? 64 : b;
+}
 
 // C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, row-major.
 static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
     if (M >= N) {
+        const int BLOCK = block_size(M);
         int nb = (M + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int b = 0; b < nb; b++) {
@@ -23,6 +29,7 @@ static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int 
             cblas_sgemm(CblasRowMajor, ta, tb, m, N, K, 1.0f, Ab, lda, B, ldb, beta, C + (size_t)i0 * ldc, ldc);
         }
     } else {
+        const int BLOCK = block_size(N);
         int nb = (N + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int b = 0; b < nb; b++) {
