@@ -130,6 +130,10 @@ assert np.array_equal(t['lm_head.weight'][:1000], x['model.embed_tokens.weight']
 print('BF16 shards and tied embeddings imported')
 PY
 
+# the import is usable by olmo eval with its own recipe.yml
+"$OLMO" eval $IMP --recipe $IMP/recipe.yml --set t=$TMP/tok.npy eval.max_docs=5 eval.eos_id=5 train.seq_len=32 \
+  >$TMP/eval.log 2>&1 || fail "olmo eval on the import: $(tail -3 $TMP/eval.log)"
+
 # (c) bad inputs: exit 2 and a message naming the problem
 bad() {  # bad WHAT GREP cmd...
   local what=$1 pat=$2; shift 2
