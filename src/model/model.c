@@ -172,6 +172,29 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
     float *xL = a->res + (size_t)d.L * N * d.C;
     rmsnorm_forward(a->xf, a->xf_rstd, xL, w->final_norm, d.N, d.C, d.C, d.C, eps);
 
+    if (!grads && !logits_out) {
+        // Evaluation: only positions with a target need the LM head. Multiple-choice
+        // scoring masks whole contexts, so compact those rows first (order kept, so the
+        // sums are the same as over the full rows).
+        float *xc = m->bw.dxf;   // free during a forward-only call
+        int32_t *tc = m->targets_flat;
+        int *pos = (int *)m->bw.tmp;
+        int nv = 0;
+        for (int n = 0; n < d.N; n++)
+            if (targets[n] >= 0) {
+                memcpy(xc + (size_t)nv * d.C, a->xf + (size_t)n * d.C, sizeof(float) * d.C);
+                tc[nv] = targets[n];
+                pos[nv++] = n;
+            }
+        float *ce_c = tok_ce ? m->bw.da : NULL;
+        LossSums sums = lmhead_loss_forward_backward(NULL, NULL, xc, w->lm_head, tc, nv, d.C, c->padded_vocab, z_coef,
+                                                     inv_count, m->lm_scratch, m->lm_chunk, NULL, ce_c);
+        if (tok_ce) {
+            memset(tok_ce, 0, sizeof(float) * N);
+            for (int i = 0; i < nv; i++) tok_ce[pos[i]] = ce_c[i];
+        }
+        return sums;
+    }
     ModelView gw;
     if (grads) model_view(&gw, &m->table, c, grads);
     LossSums sums = lmhead_loss_forward_backward(grads ? m->bw.dxf : NULL, grads ? gw.lm_head : NULL, a->xf,
