@@ -158,6 +158,8 @@ mkhf $B "del x['model.layers.2.mlp.up_proj.weight']";    bad "missing tensor" "m
 mkhf $B "x['model.norm.weight'] = x['model.norm.weight'][:63]"; bad "bad shape" "model.norm.weight: expected shape (64)" "$OLMO" import-hf $B $TMP/o
 mkhf $B "x['lm_head.weight'] = x['lm_head.weight'][:999]"; bad "bad vocab rows" "lm_head.weight: expected shape (1000, 64)" "$OLMO" import-hf $B $TMP/o
 mkhf $B "del c['hidden_size']";                          bad "missing key" "missing number \"hidden_size\"" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['hidden_size'] = 64.5";                       bad "fractional dim" "\"hidden_size\" must be a positive integer" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['num_hidden_layers'] = -4";                   bad "negative dim" "\"num_hidden_layers\" must be a positive integer" "$OLMO" import-hf $B $TMP/o
 mkhf $B "del c['model_type']";                           bad "no model_type" "model_type" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 8.0}"; bad "yarn" "rope_scaling" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['layer_types'][0] = 'full_attention'";        bad "layer pattern" "layer_types" "$OLMO" import-hf $B $TMP/o

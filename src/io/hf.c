@@ -115,6 +115,19 @@ static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t err
         if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: missing number \"%s\"", path, req[i]); goto out; }
         v[i] = x->valuedouble;
     }
+    // Counts must be positive integers that fit an int (before any cast).
+    static const char *ints[] = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                 "num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window",
+                                 "max_position_embeddings"};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, ints[i]);
+        if (!x || cJSON_IsNull(x)) continue;
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > (1 << 30) || x->valuedouble != (double)(long)x->valuedouble) {
+            snprintf(err, errlen, "%s: \"%s\" must be a positive integer", path, ints[i]);
+            goto out;
+        }
+    }
+    if (!(v[5] > 0) || !(v[6] > 0)) { snprintf(err, errlen, "%s: rope_theta and rms_norm_eps must be > 0", path); goto out; }
     ModelConfig *c = &s->cfg;
     memset(c, 0, sizeof *c);
     c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->mlp_hidden = (int)v[2]; c->n_layers = (int)v[3];
