@@ -18,11 +18,15 @@ static void vreport(const char *kind, const char *fmt, va_list ap) {
     fputc('\n', stderr);
 }
 
+static void (*die_hook)(void);
+void common_set_die_hook(void (*hook)(void)) { die_hook = hook; }
+
 void die_input(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vreport("error", fmt, ap);
     va_end(ap);
+    if (die_hook) die_hook();
     exit(EXIT_BADINPUT);
 }
 
@@ -31,6 +35,7 @@ void die(const char *fmt, ...) {
     va_start(ap, fmt);
     vreport("error", fmt, ap);
     va_end(ap);
+    if (die_hook) die_hook();
     exit(1);
 }
 

@@ -15,6 +15,10 @@
 void die_input(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 // Print "olmo: error: <msg>" to stderr and exit(1).
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+// Fuzzing/test hook: when set, die_input() and die() print their message and then call
+// hook() instead of exit(); the hook must not return (e.g. it longjmps back into a fuzz
+// harness). NULL (the default) restores exit().
+void common_set_die_hook(void (*hook)(void));
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void *xmalloc(size_t n);
