@@ -190,9 +190,13 @@ static int state_from_json(const char *path, const char *txt, TrainState *st, co
     double v;
     char miss[512] = "";
     int nmiss = 0;
+    // Non-negative counts that fit their field: casting an out-of-range double is undefined
+    // behaviour (found by fuzz/ckpt_state.c).
 #define NUM(key, dst)                                       \
     do {                                                    \
-        if (get_num(o, key, &v)) addf(miss, sizeof miss, &nmiss, "%s", key); \
+        double lim_ = sizeof(dst) < 8 ? 2147483647.0 : 9.0e15; \
+        if (get_num(o, key, &v) || !(v >= 0 && v <= lim_)) \
+            addf(miss, sizeof miss, &nmiss, "%s", key);     \
         else dst = v;                                       \
     } while (0)
     NUM("format", v);
