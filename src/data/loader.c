@@ -726,7 +726,7 @@ static int get_u64(const cJSON *o, const char *k, uint64_t *out) {
         *out = strtoull(v->valuestring, &end, 10);
         return *end == '\0' && end != v->valuestring;
     }
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0) { *out = (uint64_t)v->valuedouble; return 1; }
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0) { *out = (uint64_t)v->valuedouble; return 1; }
     return 0;
 }
 

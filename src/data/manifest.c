@@ -18,6 +18,17 @@ static const cJSON *need(const cJSON *obj, const char *key, int want_string, con
     return v;
 }
 
+// A number field that must be an integer in [lo, hi] (casting an out-of-range double to an
+// integer type is undefined behaviour: found by fuzz/manifest.c).
+static double need_int(const cJSON *obj, const char *key, const char *file, int idx, double lo, double hi) {
+    double x = need(obj, key, 0, file, idx)->valuedouble;
+    if (!(x >= lo && x <= hi) || x != (double)(int64_t)x) {
+        if (idx >= 0) die_input("%s: outputs[%d].%s must be an integer in [%.0f, %.0f]", file, idx, key, lo, hi);
+        die_input("%s: '%s' must be an integer in [%.0f, %.0f]", file, key, lo, hi);
+    }
+    return x;
+}
+
 Manifest *manifest_load(const char *path) {
     // Accept either the manifest file or the directory holding it.
     char file[4096];
@@ -43,7 +54,7 @@ Manifest *manifest_load(const char *path) {
     m->tokenizer_path = xstrdup(need(tok, "path", 1, file, -1)->valuestring);
     snprintf(m->tokenizer_fingerprint, sizeof m->tokenizer_fingerprint, "%s",
              need(tok, "fingerprint", 1, file, -1)->valuestring);
-    m->eos_id = (uint32_t)need(tok, "eos_id", 0, file, -1)->valuedouble;
+    m->eos_id = (uint32_t)need_int(tok, "eos_id", file, -1, 0, 4294967295.0);
 
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
     if (!cJSON_IsArray(outs)) die_input("%s: 'outputs' missing or not an array", file);
@@ -60,9 +71,9 @@ Manifest *manifest_load(const char *path) {
         mo->full_path = xmalloc(n);
         if (mo->path[0] == '/') snprintf(mo->full_path, n, "%s", mo->path);
         else snprintf(mo->full_path, n, "%s/%s", m->dir, mo->path);
-        mo->documents = (int64_t)need(o, "documents", 0, file, i)->valuedouble;
-        mo->tokens = (int64_t)need(o, "tokens", 0, file, i)->valuedouble;
-        mo->utf8_bytes = (int64_t)need(o, "utf8_bytes", 0, file, i)->valuedouble;
+        mo->documents = (int64_t)need_int(o, "documents", file, i, 0, 9.0e15);
+        mo->tokens = (int64_t)need_int(o, "tokens", file, i, 0, 9.0e15);
+        mo->utf8_bytes = (int64_t)need_int(o, "utf8_bytes", file, i, 0, 9.0e15);
         mo->heldout_frac = need(o, "heldout_frac", 0, file, i)->valuedouble;
         snprintf(mo->sha256, sizeof mo->sha256, "%s", need(o, "sha256", 1, file, i)->valuestring);
         i++;

@@ -63,7 +63,7 @@ static void check_mc(Where w, const cJSON *o, const char *what, const cJSON **ct
         i++;
     }
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "gold");
-    if (!cJSON_IsNumber(g) || g->valuedouble != (double)(int)g->valuedouble)
+    if (!cJSON_IsNumber(g) || !(fabs(g->valuedouble) <= 1e9) || g->valuedouble != (double)(int)g->valuedouble)
         BAD(w, "%s: \"gold\" must be an integer index into \"choices\"", what);
     *gold = (int)g->valuedouble;
     if (*gold < 0 || *gold >= n) BAD(w, "%s: \"gold\" %d is out of range (%d choices)", what, *gold, n);
