@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "model/config.h"
+#include "model/limits.h"
 #include "util/common.h"
 
 // ---------------------------------------------------------------------------------------
@@ -589,6 +590,8 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (r->global_batch % r->micro_batch != 0)
         die_input("%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d)", o, r->global_batch,
                   r->micro_batch);
+    char lim[512];   // absurd shapes are refused before anything allocates (src/model/limits.c)
+    if (model_check_size(&mc, r->micro_batch, r->seq_len, lim, sizeof lim)) die_input("%s: model: %s", o, lim);
     if (r->max_steps < 0) die_input("%s: train.max_steps must be >= 0, got %ld", o, r->max_steps);
     if (r->max_tokens < 0) die_input("%s: train.max_tokens must be >= 0, got %ld", o, r->max_tokens);
     if (r->max_steps == 0 && r->max_tokens == 0)

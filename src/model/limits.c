@@ -1,0 +1,64 @@
+// limits.c: see limits.h.
+#include "model/limits.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static double params_d(const ModelConfig *c) {
+    double C = c->d_model, q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
+    double block = C * q + 2 * C * kv + q * C + 3 * C * (double)c->mlp_hidden + q + kv + 2 * C;
+    return 2.0 * (double)c->padded_vocab * C + (double)c->n_layers * block + C;
+}
+
+// Saved activations + scratch per token and layer, as model_create lays them out (res, mid,
+// qkv, q, k, v, att, norms, the three MLP buffers ...): a slight over-estimate is fine.
+static double act_floats_d(const ModelConfig *c, int B, int T) {
+    double N = (double)B * T, C = c->d_model, Q = (double)c->n_heads * c->head_dim,
+           KV = (double)c->n_kv_heads * c->head_dim, H = c->mlp_hidden;
+    double per_layer = N * (3 * C + 2 * (Q + 2 * KV) + Q + 4 + c->n_heads + 3 * H);
+    return (double)c->n_layers * per_layer + N * (2 * C + 8) + 2048.0 * c->padded_vocab + (double)T * c->head_dim;
+}
+
+double model_train_bytes(const ModelConfig *c, int B, int T) {
+    return 16.0 * params_d(c) + 4.0 * act_floats_d(c, B, T);
+}
+
+int model_check_size(const ModelConfig *c, int B, int T, char *err, size_t n) {
+    if (B <= 0 || T <= 0) { snprintf(err, n, "micro-batch %d x seq_len %d: both must be > 0", B, T); return -1; }
+    double p = params_d(c), a = act_floats_d(c, B, T);
+    if (!(p <= MODEL_MAX_PARAMS)) {
+        snprintf(err, n, "model has %.3g parameters; at most %.3g are supported (check model.d_model, "
+                 "model.n_layers, model.mlp_hidden, model.vocab_size)", p, MODEL_MAX_PARAMS);
+        return -1;
+    }
+    if (!(a <= MODEL_MAX_ACT_FLOATS)) {
+        snprintf(err, n, "activations of one micro-batch (%d x %d tokens) would take %.3g floats; at most %.3g "
+                 "are supported (lower train.micro_batch or train.seq_len)", B, T, a, MODEL_MAX_ACT_FLOATS);
+        return -1;
+    }
+    return 0;
+}
+
+double model_memory_limit(void) {
+    const char *e = getenv("OLMO_MEM_LIMIT");
+    if (e && *e) {
+        double v = strtod(e, NULL);
+        if (v > 0) return v;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0) return 1e300;   // unknown: no limit
+    return (double)pages * (double)psz;
+}
+
+int model_check_memory(const ModelConfig *c, int B, int T, char *err, size_t n) {
+    if (model_check_size(c, B, T, err, n)) return -1;
+    double need = model_train_bytes(c, B, T), have = model_memory_limit();
+    if (need > have) {
+        snprintf(err, n, "training this model needs about %.2f GiB (%.3g parameters x 16 bytes + activations of "
+                 "%d x %d tokens) but this machine has %.2f GiB of memory (OLMO_MEM_LIMIT overrides); refusing "
+                 "before allocating", need / 1073741824.0, params_d(c), B, T, have / 1073741824.0);
+        return -1;
+    }
+    return 0;
+}
