@@ -379,8 +379,8 @@ int ckpt_load(const char *dir, const ParamTable *t, const ModelConfig *cfg, floa
     }
     // Everything validated: only now are the outputs written.
     read_range(&fm, t, "", params, 0, t->total);
-    read_range(&fo, t, ".exp_avg", m, lo, hi);
-    read_range(&fo, t, ".exp_avg_sq", v, lo, hi);
+    if (m) read_range(&fo, t, ".exp_avg", m, lo, hi);   // NULL: weights only (stage transition)
+    if (v) read_range(&fo, t, ".exp_avg_sq", v, lo, hi);
     st_close(&fm);
     st_close(&fo);
     *st = s;

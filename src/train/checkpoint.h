@@ -73,7 +73,7 @@ int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outl
 // Validate a checkpoint completely, then load it: train_state.json parses and its model
 // shape equals cfg (mismatched fields listed), both safetensors files open, hold exactly
 // the table's tensors as F32 with the right shapes (every problem listed). Only then:
-// params (whole table), m and v for elements [lo, hi) (indexed from lo), st. Returns 0,
+// params (whole table), m and v for elements [lo, hi) (indexed from lo; NULL skips), st. Returns 0,
 // or -1 with a message in err and the outputs untouched.
 int ckpt_load(const char *dir, const ParamTable *t, const ModelConfig *cfg, float *params, float *m, float *v,
               size_t lo, size_t hi, TrainState *st, char *err, size_t errlen);

@@ -69,6 +69,9 @@ static const Key KEYS[] = {
     {"train.log_every", T_INT, F(log_every), "1", "log a line every this many steps"},
     {"train.stop_at", T_LONG, F(stop_at), "0", "stop after this step with a checkpoint, as on SIGTERM (time-sliced jobs, tests); 0 = off"},
     {"train.resume", T_STR, F(resume), "auto", "auto = continue from the newest checkpoint in run_dir | never | PATH of a step-* directory"},
+    {"train.load_path", T_STR, F(load_path), "", "fresh run only: start from this run dir, checkpoint dir or model.safetensors (OLMo 3 stage transition)"},
+    {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
+    {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
 
     {"optim.lr", T_DOUBLE, F(lr), "3e-4", "peak learning rate (AdamW)"},
     {"optim.beta1", T_DOUBLE, F(beta1), "0.9", "AdamW beta1"},

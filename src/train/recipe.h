@@ -33,6 +33,9 @@ typedef struct {
     int log_every;
     long stop_at;               // stop (checkpoint, exit 0) after this step; 0 = off
     char resume[RECIPE_MAX_STR];    // auto | never | PATH of a checkpoint directory
+    char load_path[RECIPE_MAX_STR]; // start a fresh run from these weights (stage transition)
+    int load_optim;                 // bool: also Adam m, v and its step count
+    int load_trainer_state;         // bool: also step, tokens, loader and skip-step state
 
     // optim.*
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;

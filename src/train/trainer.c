@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -154,6 +155,46 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step) {
     cJSON_Delete(o);
 }
 
+static int is_checkpoint_dir(const char *p) {
+    char f[4700];
+    snprintf(f, sizeof f, "%s/train_state.json", p);
+    return access(f, R_OK) == 0;
+}
+
+// Resolve train.load_path: a checkpoint dir as is; a run dir to its newest checkpoint,
+// else to its model.safetensors; a directory with only model.safetensors (an import) or a
+// .safetensors file as weights.
+static int load_source(const Recipe *r, char *out, size_t outlen, char *err, size_t errlen) {
+    const char *p = r->load_path;
+    struct stat sb;
+    if (stat(p, &sb) != 0) {
+        snprintf(err, errlen, "train.load_path: %s does not exist", p);
+        return -1;
+    }
+    if (S_ISREG(sb.st_mode)) {
+        snprintf(out, outlen, "%s", p);
+        return 0;
+    }
+    if (is_checkpoint_dir(p)) {
+        snprintf(out, outlen, "%s", p);
+        return 0;
+    }
+    char ck[4600];
+    int rc = ckpt_resolve(p, "auto", ck, sizeof ck, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        snprintf(out, outlen, "%s", ck);
+        return 0;
+    }
+    snprintf(ck, sizeof ck, "%s/model.safetensors", p);
+    if (access(ck, R_OK) == 0) {
+        snprintf(out, outlen, "%s", ck);
+        return 0;
+    }
+    snprintf(err, errlen, "train.load_path: %s holds no checkpoint (checkpoints/step-*) and no model.safetensors", p);
+    return -1;
+}
+
 int cmd_train(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         usage(stdout);
@@ -253,6 +294,55 @@ int cmd_train(int argc, char **argv) {
                        st.recipe_sha256, yaml_sha);
         }
         ckpt_state_free(&st);
+    }
+
+    if (resume == 0 && r->load_path[0]) {
+        // OLMo 3 stage transition: a fresh run starting from another run's weights (and
+        // Adam moments with load_optim); step counter, schedule and loader restart unless
+        // load_trainer_state.
+        char src[4600];
+        if (load_source(r, src, sizeof src, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
+        int need_ckpt = r->load_optim || r->load_trainer_state;
+        if (!is_checkpoint_dir(src)) {
+            if (need_ckpt) {
+                snprintf(msg, sizeof msg, "train.load_path %s: load_optim/load_trainer_state need a checkpoint "
+                         "(a step-* directory with train_state.json and optim.safetensors), found only weights", src);
+                fail_all(rank, 2, msg);
+            }
+            if (params_load_safetensors(&m.table, m.params, src, msg, sizeof msg) != 0) {
+                char m2[8400];
+                snprintf(m2, sizeof m2, "train.load_path: %s", msg);
+                fail_all(rank, 2, m2);
+            }
+            if (rank == 0) printf("load_path: weights from %s (optimizer, step and loader start fresh)\n", src);
+        } else {
+            TrainState st;
+            size_t lo, hi;
+            train_core_range(&tc, &lo, &hi);
+            if (ckpt_load(src, &m.table, &cfg, m.params, r->load_optim ? tc.opt.m : NULL, r->load_optim ? tc.opt.v : NULL,
+                          lo, hi, &st, msg, sizeof msg) != 0) {
+                char m2[8192 + 4700];
+                snprintf(m2, sizeof m2, "train.load_path %s: %s", src, msg);
+                fail_all(rank, 2, m2);
+            }
+            // Adam's bias correction continues from the loaded moments' step count, as
+            // OLMo-core's optimizer state dict carries it.
+            if (r->load_optim) tc.opt.step = st.adam_step;
+            if (r->load_trainer_state) {
+                start_step = st.step;
+                tokens = st.tokens;
+                skipped_total = st.skipped_total;
+                int keep = st.skip.n < tc.skip.window + 1 ? st.skip.n : tc.skip.window + 1;
+                tc.skip.n = keep;
+                memcpy(tc.skip.loss, st.skip.loss + (st.skip.n - keep), sizeof(double) * (size_t)keep);
+                memcpy(tc.skip.gnorm, st.skip.gnorm + (st.skip.n - keep), sizeof(double) * (size_t)keep);
+                loader_set_state(loader, &st.loader, 0);
+            }
+            if (rank == 0)
+                printf("load_path: %s (step %ld): weights%s%s\n", src, st.step, r->load_optim ? " + Adam moments" : "",
+                       r->load_trainer_state ? " + trainer state" : "; step, schedule and loader restart");
+            ckpt_state_free(&st);
+        }
     }
 
     char path[4200];

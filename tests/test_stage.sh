@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test_stage.sh: the OLMo 3 stage transition (train.load_path, load_optim,
+# load_trainer_state): stage 2 starts from stage 1's weights and Adam moments while its
+# step counter, schedule and loader restart; weights-only loading; bad load paths.
+source "$(dirname "$0")/test_resume_lib.sh"
+PYC() { $PY - "$@"; }
+train "$TMP/s1" train.max_steps=4
+# lr 0, no decay: stage 2's first update leaves the weights untouched, so its saved model
+# must equal stage 1's bit for bit, proving the weights were loaded.
+train "$TMP/s2" train.load_path="$TMP/s1" train.load_optim=true train.max_steps=2 optim.lr=0 \
+  optim.weight_decay=0 schedule.name=constant schedule.warmup_steps=0 train.resume=never
+cmp "$TMP/s1/model.safetensors" "$TMP/s2/model.safetensors" || fail "stage 2 did not start from stage 1's weights"
+grep -q "load_path: .*step 4): weights + Adam moments; step, schedule and loader restart" "$TMP/s2.log" || fail "no load_path line"
+PYC "$TMP/s1" "$TMP/s2" <<'PY' || fail "stage 2 state"
+import json, sys, glob
+def state(run):
+    d = sorted(glob.glob(run + '/checkpoints/step-*'))[-1]
+    return json.load(open(d + '/train_state.json'))
+s1, s2 = state(sys.argv[1]), state(sys.argv[2])
+# Adam's step count continues (moments loaded); the trainer's step restarts at 1.
+assert s1['adam_step'] == 4 and s2['adam_step'] == 6, (s1['adam_step'], s2['adam_step'])
+assert s2['step'] == 2, s2['step']
+steps = [json.loads(l)['step'] for l in open(sys.argv[2] + '/metrics.jsonl') if json.loads(l).get('kind') == 'train']
+assert steps == [1, 2], steps
+print('stage 2: weights + moments loaded, counters restarted')
+PY
+# Without load_optim the moments start at zero: Adam's step count restarts.
+train "$TMP/s3" train.load_path="$TMP/s1" train.max_steps=2
+PYC "$TMP/s3" <<'PY' || fail "weights-only state"
+import json, sys, glob
+d = sorted(glob.glob(sys.argv[1] + '/checkpoints/step-*'))[-1]
+assert json.load(open(d + '/train_state.json'))['adam_step'] == 2
+PY
+# load_trainer_state: continues the step counter and the loader stream (like a resume).
+train "$TMP/s4" train.load_path="$TMP/s1" train.load_optim=true train.load_trainer_state=true train.max_steps=6
+grep -q "^step  *5/6" "$TMP/s4.log" || fail "load_trainer_state did not continue at step 5"
+# A bare model.safetensors: weights only; asking for moments from it is an error.
+train "$TMP/s5" train.load_path="$TMP/s1/model.safetensors" train.max_steps=1
+if train "$TMP/s6" train.load_path="$TMP/s1/model.safetensors" train.load_optim=true; then fail "load_optim from a bare file"; fi
+grep -q "need a checkpoint" "$TMP/s6.log" || fail "unclear load_optim error"
+[ ! -e "$TMP/s6" ] || fail "a failed start wrote $TMP/s6"
+# Another model's checkpoint: refused, nothing written.
+if train "$TMP/s7" train.load_path="$TMP/s1" model.n_layers=2; then fail "loaded another model's checkpoint"; fi
+[ ! -e "$TMP/s7" ] || fail "a failed start wrote $TMP/s7"
+if train "$TMP/s8" train.load_path="$TMP/nowhere"; then fail "missing load_path accepted"; fi
+grep -q "does not exist" "$TMP/s8.log" || fail "unclear missing load_path error"
+echo "stage transition: ok"
