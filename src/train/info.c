@@ -67,12 +67,19 @@ int cmd_info(int argc, char **argv) {
     printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP\n", f2 / 1e9);
     double P = (double)n;
     double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
+    // The deterministic gradient tree (optim.h GradAcc) holds up to floor(log2(k)) + 1
+    // full gradient buffers for k micro-batches per rank.
+    int k = pre ? 1 : r.global_batch / r.micro_batch / world;
+    if (k < 1) k = 1;
+    int tree = 1;
+    while ((1 << tree) <= k) tree++;
     printf("memory per rank at world size %d, micro-batch %d x %d tokens:\n", world, micro, seq_len);
-    printf(" fp32 (CPU backend): params 4 + grads 4 + Adam 8/W bytes per parameter, plus the accumulation tree\n");
-    print_bytes("params + grads", P * 8);
+    printf(" fp32 (CPU backend): params 4 + gradient tree 4 x %d (%d micro-batch%s per rank) + Adam 8/W bytes per parameter\n",
+           tree, k, k > 1 ? "es" : "");
+    print_bytes("params + gradient tree", P * 4 * (1 + tree));
     print_bytes("Adam m, v (ZeRO-1 shard)", P * 8 / world);
     print_bytes("activations (saved + scratch)", act32);
-    print_bytes("total", P * 8 + P * 8 / world + act32);
+    print_bytes("total", P * 4 * (1 + tree) + P * 8 / world + act32);
     printf(" bf16 mixed precision (OLMo 3): bf16 params 2 + fp32 grads 4 + fp32 master/m/v 12/W per parameter\n");
     print_bytes("bf16 params + fp32 grads", P * 6);
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
