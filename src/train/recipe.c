@@ -73,6 +73,11 @@ static const Key KEYS[] = {
     {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
 
+    {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
+    {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
+    {"alarm.memo_ratio", T_DOUBLE, F(memo_ratio), "0.25", "memorization alarm: fires when held-out CE falls by less than this x the training fall"},
+    {"alarm.heldout_set", T_STR, F(memo_set), "", "memorization alarm: the in-domain eval set it watches; empty = the first of eval.sets"},
+
     {"optim.lr", T_DOUBLE, F(lr), "3e-4", "peak learning rate (AdamW)"},
     {"optim.beta1", T_DOUBLE, F(beta1), "0.9", "AdamW beta1"},
     {"optim.beta2", T_DOUBLE, F(beta2), "0.95", "AdamW beta2"},
@@ -602,6 +607,9 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (!(r->z_loss >= 0)) die_input("%s: train.z_loss must be >= 0 (0 = off), got %g", o, r->z_loss);
     if (!r->run_dir[0]) die_input("%s: train.run_dir must not be empty", o);
     if (r->log_every <= 0) die_input("%s: train.log_every must be > 0, got %d", o, r->log_every);
+    if (r->memo_k < 2 || r->memo_k > 64) die_input("%s: alarm.memo_k must be in 2..64, got %d", o, r->memo_k);
+    if (!(r->memo_drop > 0)) die_input("%s: alarm.memo_drop must be > 0, got %g", o, r->memo_drop);
+    if (!(r->memo_ratio >= 0 && r->memo_ratio < 1)) die_input("%s: alarm.memo_ratio must be in [0, 1), got %g", o, r->memo_ratio);
 
     if (!(r->lr >= 0)) die_input("%s: optim.lr must be >= 0, got %g", o, r->lr);
     if (!(r->beta1 >= 0 && r->beta1 < 1)) die_input("%s: optim.beta1 must be in [0, 1), got %g", o, r->beta1);

@@ -36,6 +36,10 @@ typedef struct {
     char load_path[RECIPE_MAX_STR]; // start a fresh run from these weights (stage transition)
     int load_optim;                 // bool: also Adam m, v and its step count
     int load_trainer_state;         // bool: also step, tokens, loader and skip-step state
+    // alarm.*: the memorization alarm (src/eval/alarm.h, docs/report.md)
+    int memo_k;
+    double memo_drop, memo_ratio;
+    char memo_set[128];             // in-domain held-out set it watches; "" = the first eval set
 
     // optim.*
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;

@@ -6,6 +6,7 @@
 // steps and at the end, held-out evaluation at step 0, every eval.interval and at the end.
 // SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step, checkpoint, exit 0.
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "cli.h"
 #include "data/loader.h"
 #include "dist/dist.h"
+#include "eval/alarm.h"
 #include "eval/eval.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
@@ -144,15 +146,56 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     fflush(stdout);
 }
 
-static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step) {
+// The memorization alarm's view of the run: mean training loss since the last
+// evaluation against the watched in-domain held-out CE (src/eval/alarm.h).
+typedef struct {
+    MemoAlarm alarm;
+    double loss_sum;
+    long loss_n;
+    char set[160];      // "eval/<set>/ce" key, or "" = the first set's
+} Watch;
+
+static double watched_ce(const cJSON *o, const char *key) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o) {
+        const char *k = it->string;
+        size_t n = strlen(k);
+        int is_ce = key[0] ? !strcmp(k, key)
+                           : (!strncmp(k, "eval/", 5) && n > 8 && !strcmp(k + n - 3, "/ce") && strcmp(k, "eval/macro/ce"));
+        if (is_ce && cJSON_IsNumber(it)) return it->valuedouble;
+    }
+    return NAN;
+}
+
+static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch *w) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", "eval");
     cJSON_AddNumberToObject(o, "step", (double)step);
     eval_run(ev, m, o);
     metrics_write(log, o);
     eval_print_summary(o, step);
-    fflush(stdout);
+    double ce = watched_ce(o, w->set);
     cJSON_Delete(o);
+    double train = w->loss_n ? w->loss_sum / (double)w->loss_n : NAN;
+    w->loss_sum = 0;
+    w->loss_n = 0;
+    char why[512];
+    if (memo_alarm_update(&w->alarm, step, train, ce, why, sizeof why)) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddStringToObject(a, "kind", "alarm");
+        cJSON_AddStringToObject(a, "alarm", "memorization");
+        cJSON_AddNumberToObject(a, "step", (double)step);
+        cJSON_AddStringToObject(a, "why", why);
+        cJSON_AddNumberToObject(a, "train_drop", w->alarm.train_drop);
+        cJSON_AddNumberToObject(a, "heldout_drop", w->alarm.heldout_drop);
+        cJSON_AddNumberToObject(a, "gap_first", w->alarm.gap_first);
+        cJSON_AddNumberToObject(a, "gap_last", w->alarm.gap_last);
+        cJSON_AddNumberToObject(a, "window_start", (double)w->alarm.window_start);
+        metrics_write(log, a);
+        cJSON_Delete(a);
+        printf("WARNING: memorization alarm at step %ld: %s\n", step, why);
+    }
+    fflush(stdout);
 }
 
 static int is_checkpoint_dir(const char *p) {
@@ -396,7 +439,10 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGUSR1, &sa, NULL);
 
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
-    if (ev && start_step == 0) run_eval(ev, &m, &log, 0);
+    Watch watch = {0};
+    memo_alarm_init(&watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
+    if (r->memo_set[0]) snprintf(watch.set, sizeof watch.set, "eval/%s/ce", r->memo_set);
+    if (ev && start_step == 0) run_eval(ev, &m, &log, 0, &watch);
 
     int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
     int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
@@ -447,7 +493,9 @@ int cmd_train(int argc, char **argv) {
             }
         }
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
-        if (ev && eval_due(ev, step, total_steps)) run_eval(ev, &m, &log, step);
+        watch.loss_sum += res.loss;
+        watch.loss_n++;
+        if (ev && eval_due(ev, step, total_steps)) run_eval(ev, &m, &log, step, &watch);
         // Every rank sees the same decision: a signal to any rank stops them all here.
         if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
         if (dist_any(g_stop)) {
