@@ -1,9 +1,33 @@
 // Fuzz loader_create on a token file (raw uint32): the first 4 input bytes choose
 // seq_len, batch sizes, vocab and order; the rest is the file. Serves a few batches and
 // round-trips the state through JSON.
+// FUZZ_LDFLAGS: -Wl,--wrap=mmap -Wl,--wrap=munmap
 #include "util.c"
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <cjson/cJSON.h>
 #include "data/loader.h"
+
+// A rejected input longjmps out of loader_create with its files still mapped and maybe an
+// fd open (the process would exit there). Track the loader's mappings (ld --wrap) and
+// release them (util.c closes stray fds), so a long run does not run out of either.
+void *__real_mmap(void *a, size_t l, int p, int f, int fd, off_t o);
+int __real_munmap(void *a, size_t l);
+static struct { void *a; size_t l; } maps[256];
+static int nmaps;
+void *__wrap_mmap(void *a, size_t l, int p, int f, int fd, off_t o) {
+    void *r = __real_mmap(a, l, p, f, fd, o);
+    if (r != MAP_FAILED && nmaps < 256) { maps[nmaps].a = r; maps[nmaps].l = l; nmaps++; }
+    return r;
+}
+int __wrap_munmap(void *a, size_t l) {
+    for (int i = 0; i < nmaps; i++)
+        if (maps[i].a == a) { maps[i] = maps[--nmaps]; break; }
+    return __real_munmap(a, l);
+}
+static void release_maps(void) {
+    while (nmaps > 0) { nmaps--; __real_munmap(maps[nmaps].a, maps[nmaps].l); }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (n < 4) return 0;
@@ -24,6 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     c.world_size = 1 + ((d[3] >> 5) & 1);
     c.rank = (d[3] >> 6) & 1;
     Loader *volatile L = NULL;
+    nmaps = 0;
     FZ_TRY {
         L = loader_create(&c);
         int per = c.global_batch / c.world_size;
@@ -42,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         FZ_DONE;
     }
     if (L) loader_free(L);
+    else release_maps();
     unlink(p);
     return 0;
 }

@@ -14,6 +14,8 @@ B=${FUZZ_BUILD:-build-fz}
 JOBS=${FUZZ_JOBS:-2}
 export FUZZ_TMPDIR=${FUZZ_TMPDIR:-/dev/shm}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# fuzz/util.c tracks heap blocks of a rejected input (freed after the longjmp).
+WRAP="-Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc -Wl,--wrap=free -Wl,--wrap=posix_memalign"
 LDLIBS="-lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread"
 
 # The library: every src/ object with sanitizers + fuzzer coverage, no MPI.
@@ -27,7 +29,8 @@ mkdir -p "$B/fuzz"
 for h in $HARNESSES; do
     if [ ! "$B/fuzz/$h" -nt "fuzz/$h.c" ] || [ ! "$B/fuzz/$h" -nt "$B/libolmo.a" ] || [ ! "$B/fuzz/$h" -nt fuzz/util.c ]; then
         clang -O1 -g -march=native -std=c11 -D_GNU_SOURCE -fopenmp -fno-math-errno -Isrc -I/usr/include/cjson \
-            -Wno-unused-function -fsanitize=fuzzer $SAN -o "$B/fuzz/$h" "fuzz/$h.c" "$B/libolmo.a" $LDLIBS
+            -Wno-unused-function -fsanitize=fuzzer $SAN -o "$B/fuzz/$h" "fuzz/$h.c" "$B/libolmo.a" $LDLIBS $WRAP \
+            $(sed -n 's|^// FUZZ_LDFLAGS: ||p' "fuzz/$h.c")
     fi
 done
 

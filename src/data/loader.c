@@ -23,6 +23,7 @@
 #include <math.h>
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,62 @@ static void open_file(TokFile *f, int vocab, int *full_check) {
                 if (f->tok[i] >= (uint32_t)vocab)
                     die_input("token file '%s': token id %u at token offset %" PRIu64 " is >= vocab_size %d",
                               f->path, f->tok[i], i, vocab);
+    }
+}
+
+// A token file truncated (or its storage lost) while mapped: touching a page past the new
+// end raises SIGBUS. The handler names the file and exits 1 with a clear message instead of
+// a bare "Bus error" (checkpoints already written are complete; see docs/robustness.md).
+// Faults outside the loaders' maps get the default action. Loaders register themselves.
+#define MAX_LIVE_LOADERS 16
+static Loader *volatile live_loaders[MAX_LIVE_LOADERS];
+
+static void sigbus_write(const char *s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    const char *a = si ? (const char *)si->si_addr : NULL;
+    for (int k = 0; k < MAX_LIVE_LOADERS; k++) {
+        Loader *L = live_loaders[k];
+        if (!L) continue;
+        for (int i = 0; i < L->n_files; i++) {
+            const char *b = (const char *)L->files[i].tok;
+            if (b && a >= b && a < b + L->files[i].map_len) {
+                sigbus_write("olmo: error: token file '");
+                sigbus_write(L->files[i].path);
+                sigbus_write("' can no longer be read (truncated or its storage failed while the run was using "
+                             "it: SIGBUS); the checkpoints written so far are complete: restore the file and "
+                             "rerun to resume\n");
+                _exit(1);
+            }
+        }
+    }
+    signal(sig, SIG_DFL);   // not ours: the default action when the access repeats
+}
+
+static void sigbus_register(Loader *L, int on) {
+    static int installed;
+    for (int k = 0; k < MAX_LIVE_LOADERS; k++)
+        if (on ? live_loaders[k] == NULL : live_loaders[k] == L) {
+            live_loaders[k] = on ? L : NULL;
+            break;
+        }
+    if (on && !installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+        installed = 1;
     }
 }
 
@@ -439,6 +496,7 @@ Loader *loader_create(const LoaderConfig *cfg) {
     L->slot.targets = xmalloc(tok * sizeof(int32_t));
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
+    sigbus_register(L, 1);
     if (c->prefetch) {
         if (pthread_create(&L->thread, NULL, prefetch_main, L)) die("loader: cannot start the prefetch thread");
         L->have_thread = 1;
@@ -459,6 +517,7 @@ void loader_free(Loader *L) {
     }
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
+    sigbus_register(L, 0);
     for (int i = 0; i < L->n_files; i++)
         if (L->files[i].tok) munmap((void *)L->files[i].tok, L->files[i].map_len);
     for (int s = 0; s < L->cfg.n_sources; s++) {

@@ -337,6 +337,12 @@ Tokenizer *tokenizer_load(const char *path) {
         if (id->valueint > maxid) maxid = id->valueint;
     }
     if (nvocab_entries == 0) die_input("%s: field 'model.vocab' is empty", path);
+    // The tables below are indexed by id: ids far beyond the number of entries would make a
+    // tiny file allocate gigabytes (id 99999999: ~1.4 GB). Real vocabularies are dense.
+    long nentries = (long)nvocab_entries + cJSON_GetArraySize(added);
+    if (maxid >= 2 * nentries + 1024)
+        die_input("%s: token ids go up to %ld but model.vocab + added_tokens have only %ld entries: ids must be "
+                  "(nearly) dense, refusing to allocate tables for %ld ids", path, maxid, nentries, maxid + 1);
     t->nvocab = (uint32_t)(maxid + 1);
     uint32_t V = t->nvocab;
     t->tok_off = xcalloc(V, sizeof(uint32_t));

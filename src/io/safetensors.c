@@ -106,7 +106,9 @@ int st_open(StFile *f, const char *path, char *err, size_t errlen) {
             numel *= (size_t)t->shape[d];
         }
         const cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
-        if (bad || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble) {
+        if (bad || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble ||
+            b1->valuedouble > 9.0e15 || b0->valuedouble != floor(b0->valuedouble) ||
+            b1->valuedouble != floor(b1->valuedouble)) {   // (size_t) of a huge double is UB (fuzz)
             rc = fail(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, it->string);
             break;
         }

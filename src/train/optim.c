@@ -92,10 +92,11 @@ int skipstep_check(SkipStep *s, double loss, double grad_norm) {
     s->loss[s->n] = loss;
     s->gnorm[s->n] = grad_norm;
     s->n++;
+    // A non-finite loss or norm is always skipped, even before the history fills: the update
+    // would poison the weights (tests/test_faults.sh).
+    if (!isfinite(loss) || !isfinite(grad_norm)) return 1;
     int need = s->window / 2 > 2 ? s->window / 2 : 2;
     if (s->n < need) return 0;
-    // A non-finite loss or norm is always skipped: the update would poison the weights.
-    if (!isfinite(loss) || !isfinite(grad_norm)) return 1;
     double lm, ls, gm, gs;
     mean_std(s->loss, s->n - 1, &lm, &ls);
     mean_std(s->gnorm, s->n - 1, &gm, &gs);

@@ -9,6 +9,14 @@
 #include "kernels/kernels.h"
 #include "util/common.h"
 
+// FAULT INJECTION (tests/test_faults.sh, docs/robustness.md): OLMO_FAULT_NAN_STEP=N makes one
+// gradient NaN at step N. Unset (always, outside tests): -1, no effect.
+static long fault_nan_step(void) {
+    static long s = -2;
+    if (s == -2) { const char *e = getenv("OLMO_FAULT_NAN_STEP"); s = e ? atol(e) : -1; }
+    return s;
+}
+
 void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, double beta1, double beta2, double eps,
                       double wd, int decay_embedding) {
     const size_t n = tc->model->table.total;
@@ -74,6 +82,7 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
         z += s.z_sum;
     }
     float *grads = gradacc_finish(&tc->acc);
+    if (step == fault_nan_step()) grads[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
     if (grads_out) memcpy(grads_out, grads, sizeof(float) * n);
     r.n_valid = count;
     r.ce = count ? ce / count : 0;
@@ -81,7 +90,9 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
     r.loss = r.ce + r.z_loss;
     r.grad_norm = clip_grad_norm(grads, n, tc->max_grad_norm);
     r.lr = schedule_lr(&tc->sched, step);
-    r.skipped = tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0;
+    // A non-finite loss or norm never reaches the weights, skip_step on or off.
+    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
+                !isfinite(r.grad_norm);
     if (!r.skipped) adamw_apply(&tc->opt, m->params, grads, r.lr);
     return r;
 }
@@ -110,6 +121,7 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
         tc->loss_local[2 * j + 1] = s.z_sum;
     }
     float *local = gradacc_finish(&tc->acc);
+    if (step == fault_nan_step()) local[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
     if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
     // Loss sums in global micro-batch order (the order of a single process).
     dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
@@ -133,7 +145,9 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
     r.grad_norm = norm;
     r.lr = schedule_lr(&tc->sched, step);
     // loss and norm are identical on every rank, so every rank takes the same decision.
-    r.skipped = tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0;
+    // A non-finite loss or norm never reaches the weights, skip_step on or off.
+    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
+                !isfinite(r.grad_norm);
     if (!r.skipped) {
         adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
         dist_allgather_shards(m->params, tc->bounds);
