@@ -5,7 +5,8 @@
 # covers SIGTERM and one SIGKILL during a checkpoint; this adds:
 #  1. SIGKILL at every phase of a checkpoint write, deterministically: strace injects SIGKILL
 #     at the n-th rename / fsync / mkdir (temp files, their renames, the directory rename,
-#     `latest`, retention), sync and async writers. After each kill: every step-* dir is
+#     `latest`, retention), sync and async writers (strace counts per thread: the async
+#     writer's own syscalls). After each kill: every step-* dir is
 #     complete and `latest` names one of them.
 #  2. Disk full during a checkpoint (a 5 MB tmpfs): exit 1 naming ENOSPC, the earlier
 #     checkpoints intact; resumed on a bigger disk.
@@ -70,12 +71,12 @@ train $A ckpt.interval=1 || fail "reference run: $(tail -3 $A.log)"
 # 1. SIGKILL at each phase of checkpoint writes
 if [ -n "$STRACE" ]; then
   nk=0
-  for spec in "rename 1 11 false" "fsync 1 11 false" "mkdir 1 4 false" "rename 2 7 true" "fsync 2 6 true"; do
+  for spec in "rename 1 11 false" "fsync 1 11 false" "mkdir 1 4 false" "rename 2 5 true" "fsync 2 5 true"; do
     set -- $spec
     for n in $(seq $2 $3); do
       K=$TMP/K-$1-$n-$4
-      $STRACE -f -qq -o /dev/null -e trace=$1 -e inject=$1:signal=SIGKILL:when=$n \
-        "$OLMO" train "$TMP/r.yml" train.run_dir=$K ckpt.interval=1 ckpt.async=$4 >$K.kill.log 2>&1
+      ( $STRACE -f -qq -o /dev/null -e trace=$1 -e inject=$1:signal=SIGKILL:when=$n \
+        "$OLMO" train "$TMP/r.yml" train.run_dir=$K ckpt.interval=1 ckpt.async=$4 >$K.kill.log 2>&1; true ) 2>/dev/null
       [ -f $K/model.safetensors ] && fail "$1 #$n: the run finished, the kill did not land"
       check_ckpts $K >/dev/null
       train $K ckpt.interval=1 || fail "resume after SIGKILL at $1 #$n (async=$4): $(tail -3 $K.log)"
@@ -161,7 +162,14 @@ R=$TMP/N3r
 OLMO_FAULT_NAN_STEP=3 train $R ckpt.interval=4 train.stop_at=6 || fail "NaN at 3, stop at 6"
 train $R ckpt.interval=4 || fail "NaN at 3: resume"
 cmp -s $N/model.safetensors $R/model.safetensors || fail "NaN step + resume differs from straight"
-same_metrics $N $R 0 >/dev/null || fail "NaN step + resume: metrics differ"
+$PY - $N/metrics.jsonl $R/metrics.jsonl <<'PY' || fail "NaN step + resume: metrics differ"
+import json, sys
+def tr(p):
+    t = [json.loads(l) for l in open(p)]
+    return [(r['step'], r['loss'], r['grad_norm'], r['lr'], r['skipped']) for r in t if r.get('kind') == 'train']
+a, b = tr(sys.argv[1]), tr(sys.argv[2])   # a NaN norm is recorded as null: compare exactly
+assert a == b and [r[0] for r in a] == list(range(1, 13)), (a, b)
+PY
 finite $R/model.safetensors
 echo "ok: NaN gradients skipped (step 1, skip_step off, across a resume); weights and moments finite"
 

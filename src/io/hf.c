@@ -81,6 +81,12 @@ static int config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const 
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
         if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: model config lacks number '%s'", where, keys[i]); return -1; }
         v[i] = x->valuedouble;
+        // Counts must be positive integers that fit an int before the casts below (casting
+        // 1e20 is undefined behaviour: found by fuzz/hf_config.c).
+        if (i != 7 && i != 8 && !(v[i] >= 1 && v[i] <= (1 << 30) && v[i] == (double)(int)v[i])) {
+            snprintf(err, errlen, "%s: model config '%s' must be a positive integer", where, keys[i]);
+            return -1;
+        }
     }
     memset(c, 0, sizeof *c);
     c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->n_layers = (int)v[2]; c->n_heads = (int)v[3];
@@ -90,7 +96,7 @@ static int config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const 
     const char *bad = model_config_check(c);
     if (bad) { snprintf(err, errlen, "%s: %s", where, bad); return -1; }
     const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
-    if (seq_len && cJSON_IsNumber(sl)) *seq_len = (int)sl->valuedouble;
+    if (seq_len && cJSON_IsNumber(sl) && sl->valuedouble >= 0 && sl->valuedouble <= (1 << 30)) *seq_len = (int)sl->valuedouble;
     return 0;
 }
 
