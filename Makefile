@@ -17,8 +17,34 @@ CFLAGS += -DOLMO_MPI $(MPI_CFLAGS)
 LDLIBS += $(MPI_LIBS)
 endif
 
+# CUDA backend (docs/cuda.md): built when nvcc is found (PATH, else /usr/local/cuda/bin/nvcc);
+# CUDA=0 turns it off, CUDA=1 insists. Sanitizer builds (-fsanitize in CFLAGS/LDFLAGS) default
+# to CUDA=0: ASan and the CUDA runtime do not mix, and they would compile the kernels twice.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+endif
+ifneq (,$(findstring -fsanitize,$(CFLAGS) $(LDFLAGS)))
+CUDA ?= 0
+endif
+ifneq ($(NVCC),)
+CUDA ?= 1
+endif
+CUDA ?= 0
+CU_OBJ :=
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# No --use_fast_math: it would not change any summation order (determinism holds either
+# way) but __expf/approximate division cost the fp32 mode its 1e-5 parity with the CPU.
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++17 -Isrc -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+CFLAGS += -DOLMO_CUDA
+CU_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
+CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+endif
+
 SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)
-OBJ := $(SRC:%.c=$(BUILD)/%.o)
+OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -30,6 +56,10 @@ $(BUILD)/olmo: $(BUILD)/src/main.o $(BUILD)/libolmo.a
 $(BUILD)/libolmo.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,50 @@
+// backend.h: where the training step runs. `cpu` is the existing path (model.c on the
+// kernels of src/kernels/cpu, train_step in step.c); `cuda` keeps the model, gradients and
+// Adam state on one NVIDIA GPU (src/kernels/cuda) and runs the same step there: the same
+// global-count loss normalization, deterministic micro-batch gradient tree, global-norm
+// clip, skip-step and AdamW. The host copies (Model.params, TrainCore.opt.m/v) stay the
+// source of truth for checkpoints and evaluation: backend_sync_to_host copies the device
+// state into them, backend_sync_from_host the other way (after a load). Checkpoints are
+// therefore the same fp32 HF safetensors on both backends. docs/cuda.md.
+#ifndef OLMO_BACKEND_H
+#define OLMO_BACKEND_H
+
+#include <stddef.h>
+
+#include "train/step.h"
+
+typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } BackendKind;
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+
+typedef struct Backend Backend;
+
+// Parse train.backend / train.precision ("" precision = the backend's default: bf16 on
+// cuda, fp32 on cpu). 0, or -1 with a message (unknown name, bf16 on cpu, cuda in a
+// binary built without CUDA, no device).
+int backend_resolve(const char *backend, const char *precision, BackendKind *kind, Precision *prec, char *err,
+                    size_t errlen);
+// 1 if this binary has the CUDA backend compiled in.
+int backend_cuda_built(void);
+
+// Create the backend for tc->model (sized for micro-batches of (max_B, max_T)); the CPU
+// backend is an empty shell. NULL + err on failure (no device, out of device memory).
+Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max_B, int max_T, char *err,
+                        size_t errlen);
+void backend_free(Backend *be);
+BackendKind backend_kind(const Backend *be);
+// One line describing the device and memory (for the run log); "" for cpu.
+void backend_describe(const Backend *be, char *out, size_t outlen);
+
+// train_step on the backend (cpu: train_step itself). cuda: world must be 1.
+StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
+                              int global_batch, int micro_batch, int T, long step, float *grads_out);
+// Device state -> host (params; with optim also Adam m, v). No-op on cpu.
+void backend_sync_to_host(Backend *be, TrainCore *tc, int optim);
+// Host -> device (params, Adam m, v). No-op on cpu.
+void backend_sync_from_host(Backend *be, TrainCore *tc);
+// Forward (and backward with grads) of one micro-batch on the backend, as
+// model_forward_backward (grads: the flat host buffer to receive them, or NULL). For tests.
+LossSums backend_forward_backward(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
+                                  int T, float z_coef, float inv_count, float *grads, float *logits_out, float *tok_ce);
+
+#endif
