@@ -72,6 +72,8 @@ static const Key KEYS[] = {
     {"train.load_path", T_STR, F(load_path), "", "fresh run only: start from this run dir, checkpoint dir or model.safetensors (OLMo 3 stage transition)"},
     {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
+    {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (one NVIDIA GPU; docs/cuda.md)"},
+    {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cuda only)"},
 
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
     {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
@@ -606,6 +608,12 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: train: give train.max_steps or train.max_tokens (> 0)", o);
     if (!(r->z_loss >= 0)) die_input("%s: train.z_loss must be >= 0 (0 = off), got %g", o, r->z_loss);
     if (!r->run_dir[0]) die_input("%s: train.run_dir must not be empty", o);
+    if (strcmp(r->backend, "cpu") && strcmp(r->backend, "cuda"))
+        die_input("%s: train.backend must be cpu or cuda, got '%s'", o, r->backend);
+    if (r->precision[0] && strcmp(r->precision, "fp32") && strcmp(r->precision, "bf16"))
+        die_input("%s: train.precision must be fp32 or bf16 (or empty for the backend's default), got '%s'", o, r->precision);
+    if (!strcmp(r->backend, "cpu") && !strcmp(r->precision, "bf16"))
+        die_input("%s: train.precision=bf16 needs train.backend=cuda (the CPU backend is fp32)", o);
     if (r->log_every <= 0) die_input("%s: train.log_every must be > 0, got %d", o, r->log_every);
     if (r->memo_k < 2 || r->memo_k > 64) die_input("%s: alarm.memo_k must be in 2..64, got %d", o, r->memo_k);
     if (!(r->memo_drop > 0)) die_input("%s: alarm.memo_drop must be > 0, got %g", o, r->memo_drop);

@@ -36,6 +36,8 @@ typedef struct {
     char load_path[RECIPE_MAX_STR]; // start a fresh run from these weights (stage transition)
     int load_optim;                 // bool: also Adam m, v and its step count
     int load_trainer_state;         // bool: also step, tokens, loader and skip-step state
+    char backend[16];               // cpu | cuda (src/train/backend.h, docs/cuda.md)
+    char precision[16];             // "" = backend default (cuda: bf16, cpu: fp32) | fp32 | bf16
     // alarm.*: the memorization alarm (src/eval/alarm.h, docs/report.md)
     int memo_k;
     double memo_drop, memo_ratio;

@@ -21,6 +21,7 @@
 #include "eval/alarm.h"
 #include "eval/eval.h"
 #include "model/model.h"
+#include "train/backend.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/peak.h"
@@ -98,6 +99,7 @@ typedef struct {
     MetricsLog *log;    // rank 0 only
     const char *yaml, *yaml_sha;
     int rank, world;
+    Backend *be;        // NULL: the CPU path; else the device state is copied to host first
 } Ctx;
 
 // Snapshot (params + gathered Adam shards) to host memory on rank 0, then write there
@@ -105,6 +107,7 @@ typedef struct {
 static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, double lr) {
     double t0 = now_seconds();
     float *P = NULL, *M = NULL, *V = NULL;
+    if (c->be) backend_sync_to_host(c->be, c->tc, 1);   // device params + Adam m, v -> host (fp32)
     if (c->rank == 0) {
         ckpt_snapshot_buffers(c->w, &P, &M, &V);   // waits for the previous write
         memcpy(P, c->m->params, sizeof(float) * c->m->table.total);
@@ -273,6 +276,13 @@ int cmd_train(int argc, char **argv) {
         fail_all(rank, 2, msg);
     }
     const int local_batch = GB / W, micro_per_rank = local_batch / MB;
+    // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
+    // without CUDA, or on a machine without a device, stops here with nothing written.
+    BackendKind bkind;
+    Precision bprec;
+    if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
+    if (bkind == BACKEND_CUDA && W > 1)
+        fail_all(rank, 2, "train.backend=cuda runs one process on one GPU; multi-GPU (NCCL) is not built yet (docs/cuda.md)");
 
     // Open the data, the eval sets and the checkpoint before anything is written: bad
     // input stops the run with nothing on disk.
@@ -388,6 +398,13 @@ int cmd_train(int argc, char **argv) {
         }
     }
 
+    Backend *be = NULL;   // the CPU path keeps be == NULL and calls train_step as before
+    if (bkind == BACKEND_CUDA) {
+        be = backend_create(bkind, bprec, &tc, MB, T, msg, sizeof msg);
+        if (!be) fail_all(rank, 2, msg);
+        backend_sync_from_host(be, &tc);   // initialized or loaded params + Adam m, v -> device
+    }
+
     char path[4200];
     if (rank == 0 && resume == 0 && !strcmp(r->resume, "never")) {
         // A fresh run must not mix its checkpoints with an older run's (retention and
@@ -414,7 +431,11 @@ int cmd_train(int argc, char **argv) {
         metrics_open(&log, r->run_dir, resume == 1 ? "a" : "w");
         w = ckpt_writer_create(r->run_dir, &m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
         const char *peak_src = "";
-        peak = peak_flops(r->peak_flops, &peak_src);
+        if (be && r->peak_flops <= 0) {
+            peak = bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
+            peak_src = bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
+                                               : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides";
+        } else peak = peak_flops(r->peak_flops, &peak_src);
         fpt = model_flops_per_token_olmo_core(&cfg, T);
         double fpt_w = model_flops_per_token_window(&cfg, T);
         printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads | "
@@ -427,9 +448,14 @@ int cmd_train(int argc, char **argv) {
                8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)m.table.total / 1048576.0);
         printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) vs peak %.1f GFLOP/s (%s)\n", fpt / 1e9,
                fpt_w / 1e9, peak / 1e9, peak_src);
+        if (be) {
+            char desc[512];
+            backend_describe(be, desc, sizeof desc);
+            printf("%s\n", desc);
+        }
         fflush(stdout);
     }
-    Ctx c = {r, &m, &tc, loader, w, &log, yaml, yaml_sha, rank, W};
+    Ctx c = {r, &m, &tc, loader, w, &log, yaml, yaml_sha, rank, W, be};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -442,7 +468,10 @@ int cmd_train(int argc, char **argv) {
     Watch watch = {0};
     memo_alarm_init(&watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(watch.set, sizeof watch.set, "eval/%s/ce", r->memo_set);
-    if (ev && start_step == 0) run_eval(ev, &m, &log, 0, &watch);
+    if (ev && start_step == 0) {
+        if (be) backend_sync_to_host(be, &tc, 0);   // evaluation runs on the CPU model
+        run_eval(ev, &m, &log, 0, &watch);
+    }
 
     int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
     int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
@@ -454,7 +483,8 @@ int cmd_train(int argc, char **argv) {
         step++;
         double t0 = now_seconds();
         loader_next_batch(loader, inputs, targets);
-        res = train_step(&tc, inputs, targets, GB, MB, T, step, NULL);
+        res = be ? backend_train_step(be, &tc, inputs, targets, GB, MB, T, step, NULL)
+                 : train_step(&tc, inputs, targets, GB, MB, T, step, NULL);
         double dt = now_seconds() - t0;
         t_train += dt;
         steps_run++;
@@ -495,7 +525,10 @@ int cmd_train(int argc, char **argv) {
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
         watch.loss_sum += res.loss;
         watch.loss_n++;
-        if (ev && eval_due(ev, step, total_steps)) run_eval(ev, &m, &log, step, &watch);
+        if (ev && eval_due(ev, step, total_steps)) {
+            if (be) backend_sync_to_host(be, &tc, 0);
+            run_eval(ev, &m, &log, step, &watch);
+        }
         // Every rank sees the same decision: a signal to any rank stops them all here.
         if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
         if (dist_any(g_stop)) {
@@ -507,6 +540,7 @@ int cmd_train(int argc, char **argv) {
             last_saved = step;
         }
     }
+    if (be) backend_sync_to_host(be, &tc, 0);   // the final weights on the host for model.safetensors
     if (step != last_saved || (steps_run == 0 && resume != 1)) save_checkpoint(&c, step, tokens, skipped_total, res.lr);
     if (rank == 0) {
         double wsec = ckpt_wait(w);
@@ -531,6 +565,7 @@ int cmd_train(int argc, char **argv) {
     free(yaml);
     loader_free(loader);
     recipe_loader_config_free(&lc);
+    backend_free(be);
     train_core_free(&tc);
     model_destroy(&m);
     free(rp);
