@@ -30,6 +30,8 @@ void cuda_device_describe(char *out, size_t outlen);
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, char *err,
                              size_t errlen);
 void cuda_model_destroy(CudaModel *cm);
+// Wait for all queued device work.
+void cuda_sync(CudaModel *cm);
 // Device bytes allocated (for logs).
 size_t cuda_model_bytes(const CudaModel *cm);
 

@@ -313,6 +313,12 @@ struct CudaModelBase {
         return gbuf[depth];
     }
 
+    static uint32_t align_of(const void *p) {
+        uintptr_t a = (uintptr_t)p;
+        uint32_t al = 256;
+        while (al > 1 && (a % al)) al >>= 1;
+        return al;
+    }
     // GEMM in cuBLASLt column-major terms: C (m x n, ldc) = op(A) op(B) (+ beta C).
     void gemm(bool ta, bool tb, int mm, int nn, int kk, const void *A, int lda, const void *B, int ldb, void *Cp,
               int ldc, float beta, cudaDataType_t in_t, cudaDataType_t out_t) {
@@ -329,6 +335,14 @@ struct CudaModelBase {
         LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         size_t ws = WORKSPACE_BYTES;
         LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        // The heuristic assumes 256-byte aligned operands unless told otherwise; tensors of
+        // the flat table can sit at any 4-byte (bf16: 2-byte) offset after the small norm
+        // vectors, so tell it the real alignment of each pointer.
+        uint32_t al[3] = {align_of(A), align_of(B), align_of(Cp)};
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4));
         cublasLtMatmulHeuristicResult_t h;
         int nres = 0;
         LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &h, &nres));
@@ -620,6 +634,8 @@ void cuda_model_destroy(CudaModel *cm) {
 }
 
 size_t cuda_model_bytes(const CudaModel *cm) { return cm->impl->bytes; }
+
+void cuda_sync(CudaModel *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->impl->st)); }
 
 void cuda_upload_params(CudaModel *cm, const float *host) {
     CudaModelBase *b = cm->impl;
