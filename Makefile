@@ -80,5 +80,7 @@ test:
 clean:
 	rm -rf build
 
-.PHONY: all tests test clean
+.PHONY: all tests test clean repro-check
 -include $(OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:%=%.d)
+repro-check:
+	bash scripts/repro_check.sh
