@@ -257,6 +257,9 @@ def cmd_train(a):
     torch.set_num_threads(a.threads or torch.get_num_threads())
     recipe = os.path.join(a.olmo_run, "recipe.yml")
     cfg, train_path, ev = config_from_recipe(recipe)
+    if a.lr_scale != 1.0:
+        cfg["lr"] = cfg.lr * a.lr_scale
+        print(f"ref: FAULT INJECTED: peak lr x {a.lr_scale}")
     S, G, T, MB = cfg.steps, cfg.global_batch, cfg.seq_len, cfg.micro_batch
     toks = np.fromfile(train_path, dtype="<u4").astype(np.int64)
     n_inst = toks.size // T
@@ -359,6 +362,8 @@ def main():
     t.add_argument("--olmo", default=os.environ.get("OLMO_BIN", "build/olmo"))
     t.add_argument("--verify-batches", type=int, default=4)
     t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--lr-scale", type=float, default=1.0,
+                   help="fault injection for tests: multiply the peak LR (the check must fail)")
     a = ap.parse_args()
     return {"data": cmd_data, "init": cmd_init, "train": cmd_train}[a.cmd](a)
 
