@@ -290,7 +290,7 @@ def cmd_train(a):
 
     sets = [(name, eval_docs(p, ev["eos"], T, ev["max_docs"])) for name, p in ev["sets"]]
     init = st.read(a.init)
-    tr = ref.Trainer(cfg, init, dtype=torch.float32)
+    tr = ref.Trainer(cfg, init, dtype=getattr(torch, a.dtype))
     os.makedirs(a.out, exist_ok=True)
     shutil.copyfile(recipe, os.path.join(a.out, "recipe.yml"))
     mf = open(os.path.join(a.out, "metrics.jsonl"), "w")
@@ -362,6 +362,8 @@ def main():
     t.add_argument("--olmo", default=os.environ.get("OLMO_BIN", "build/olmo"))
     t.add_argument("--verify-batches", type=int, default=4)
     t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                   help="training precision of the reference (float32 = olmo.c's CPU precision)")
     t.add_argument("--lr-scale", type=float, default=1.0,
                    help="fault injection for tests: multiply the peak LR (the check must fail)")
     a = ap.parse_args()
