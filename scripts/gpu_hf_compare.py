@@ -46,7 +46,11 @@ def main():
     ids = torch.from_numpy(tok.astype(np.int64)).cuda()
     out = {}
     for name, dt in (("hf_fp32", torch.float32), ("hf_bf16", torch.bfloat16)):
-        model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=dt, attn_implementation="eager").cuda().eval()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=dt, attn_implementation="eager")
+        except TypeError:   # transformers < 4.56 spells it torch_dtype
+            model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=dt, attn_implementation="eager")
+        model = model.cuda().eval()
         with torch.no_grad():
             out[name] = model(input_ids=ids).logits.float().cpu().numpy().reshape(2 * a.T, -1)[:, :V]
         del model

@@ -52,7 +52,9 @@ typedef struct {
     Backend *be;
 } Run;
 
-static const int T = 32, GB = 4, MB = 2, STEPS = 5;
+static int T = 32;   // set per config in main
+static const int GB = 4, MB = 2, STEPS = 5;
+static char attn_tag[32] = "";   // which bf16 attention kernels (OLMO_CUDA_ATTN)
 static const double LR = 1e-3;
 
 static void run_init(Run *r, const ModelConfig *cfg, BackendKind kind, Precision prec) {
@@ -98,7 +100,8 @@ static void make_batches(const ModelConfig *cfg, int32_t *inputs, int32_t *label
 // One comparison of the GPU (prec) against the CPU. Tolerances: see the header comment.
 static void compare(const ModelConfig *cfg, Precision prec) {
     const int bf = prec == PRECISION_BF16;
-    const char *tag = bf ? "bf16" : "fp32";
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s%s", bf ? "bf16" : "fp32", bf ? attn_tag : "");
     const double tol_logits = bf ? 3e-2 : 2e-5, tol_loss = bf ? 1e-2 : 1e-6, tol_grad = bf ? 1.5e-1 : 2e-5;
     Run cpu, gpu;
     run_init(&cpu, cfg, BACKEND_CPU, PRECISION_FP32);
@@ -247,8 +250,30 @@ int main(int argc, char **argv) {
     const ModelPreset *pre = model_preset_find("olmo3-tiny");
     ModelConfig cfg = pre->cfg;
     model_config_derive(&cfg);
+    printf("== olmo3-tiny (head_dim 16, window 8), T = %d\n", T);
     compare(&cfg, PRECISION_FP32);
-    compare(&cfg, PRECISION_BF16);
+    snprintf(attn_tag, sizeof attn_tag, "/wmma");
+    compare(&cfg, PRECISION_BF16);                 // tensor-core attention (default)
+    setenv("OLMO_CUDA_ATTN", "simt", 1);
+    snprintf(attn_tag, sizeof attn_tag, "/simt");
+    compare(&cfg, PRECISION_BF16);                 // SIMT attention
+    unsetenv("OLMO_CUDA_ATTN");
+    // head_dim 128 (the 7B's), GQA 2:1, window 48 and T = 160: partial 64-row tiles and
+    // tile skipping in the tensor-core kernels.
+    ModelConfig big = cfg;
+    big.d_model = 256;
+    big.n_heads = 2;
+    big.n_kv_heads = 1;
+    big.head_dim = 128;
+    big.mlp_hidden = 512;
+    big.sliding_window = 48;
+    const char *bad = model_config_check(&big);
+    if (bad) die("test config: %s", bad);
+    T = 160;
+    printf("== d 256, 2 heads / 1 kv head of 128, window 48, T = %d\n", T);
+    compare(&big, PRECISION_FP32);
+    snprintf(attn_tag, sizeof attn_tag, "/wmma");
+    compare(&big, PRECISION_BF16);
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;

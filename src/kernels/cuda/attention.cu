@@ -20,6 +20,8 @@
 //
 // These are plain SIMT fp32 kernels (no tensor cores): correct and memory-lean, but far
 // slower than a wgmma/mma flash attention; docs/cuda.md says so.
+#include <string.h>
+
 #include "kernels/cuda/common.cuh"
 
 #define TPR 8
@@ -232,6 +234,327 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
     }
 }
 
+
+// ---------------------------------------------------------------------------------------
+// Tensor-core (WMMA bf16 16x16x16, fp32 accumulate) kernels for the bf16 mode. Same
+// algorithm, tiles and determinism as the SIMT kernels above (fixed loop orders, no
+// atomics), with 64-row tiles and 4 warps per block, each warp owning 16 rows:
+//   forward  S = Q K^T (wmma) -> fp32 shared memory; online softmax by the warp's lanes
+//            (2 lanes per row); O (fp32, shared memory) rescaled, then O += P V (wmma,
+//            P rounded to bf16 as in FlashAttention-2).
+//   dK, dV   per key tile: S^T = K Q^T and dP^T = V dO^T (wmma), P^T and dS^T by the
+//            lanes, then dV += P^T dO and dK += dS^T Q into register accumulators.
+//   dQ       per query tile: S = Q K^T and dP = dO V^T, dS, then dQ += dS K.
+// OLMO_CUDA_ATTN=simt selects the SIMT kernels instead (comparison, fallback).
+// ---------------------------------------------------------------------------------------
+#include <mma.h>
+using namespace nvcuda;
+
+#define WQ 64
+#define WK 64
+#define WTHREADS 128
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> FragBt;   // B = X^T, X row-major
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+__device__ __forceinline__ bf16 bzero() { return __float2bfloat16(0.0f); }
+
+// Load rows [r0, r0+rows) of a (B, T, heads, D) tensor's head `hh` into shared (rows, D).
+template <int D>
+__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, int b, int Tn, int heads, int hh, int r0, int rows) {
+    const size_t ld = (size_t)heads * D;
+    for (int e = threadIdx.x; e < rows * D; e += WTHREADS) {
+        int r = e / D, d = e % D, t = r0 + r;
+        dst[e] = t < Tn ? src[((size_t)b * Tn + t) * ld + (size_t)hh * D + d] : bzero();
+    }
+}
+
+template <int D> constexpr size_t fwd_smem() {
+    return (size_t)(WQ + 2 * WK) * D * 2 + (size_t)WQ * WK * 4 + (size_t)WQ * WK * 2 + (size_t)WQ * D * 4 + 3 * WQ * 4;
+}
+
+template <int D>
+__global__ void __launch_bounds__(WTHREADS) attn_fwd_wmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                                          const bf16 *v, int Tn, int NH, int NKV, int window,
+                                                          float scale) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = (bf16 *)smem, *Ks = Qs + WQ * D, *Vs = Ks + WK * D;
+    float *Ss = (float *)(Vs + WK * D);
+    bf16 *Ps = (bf16 *)(Ss + WQ * WK);
+    float *Os = (float *)(Ps + WQ * WK);
+    float *Ms = Os + WQ * D, *Ls = Ms + WQ;
+    const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
+    const int q0 = qt * WQ;
+    load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
+    for (int e = threadIdx.x; e < WQ * D; e += WTHREADS) Os[e] = 0.0f;
+    if (threadIdx.x < WQ) {
+        Ms[threadIdx.x] = -INFINITY;
+        Ls[threadIdx.x] = 0.0f;
+    }
+    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(0, q0 - window + 1);
+    const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2), d0 = (lane & 1) * (D / 2);
+    for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
+        __syncthreads();
+        load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
+        load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
+        __syncthreads();
+#pragma unroll
+        for (int kb = 0; kb < WK / 16; kb++) {
+            FragC acc;
+            wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                FragA fa;
+                FragBt fb;
+                wmma::load_matrix_sync(fa, Qs + r0 * D + kk * 16, D);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + kk * 16, D);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Ss + r0 * WK + kb * 16, acc, WK, wmma::mem_row_major);
+        }
+        __syncwarp();
+        float *srow = Ss + r * WK;
+        float mx = -INFINITY;
+        for (int c = c0; c < c0 + WK / 2; c++) {
+            float sv = visible(i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
+            srow[c] = sv;
+            mx = fmaxf(mx, sv);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mold = Ms[r], mnew = fmaxf(mold, mx);
+        const float alpha = mnew == -INFINITY ? 1.0f : expf(mold - mnew);
+        float sum = 0.0f;
+        for (int c = c0; c < c0 + WK / 2; c++) {
+            float p = srow[c] == -INFINITY ? 0.0f : expf(srow[c] - mnew);
+            sum += p;
+            Ps[r * WK + c] = __float2bfloat16(p);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        for (int d = d0; d < d0 + D / 2; d++) Os[r * D + d] *= alpha;
+        __syncwarp();   // both lanes of a row have read Ms[r]
+        if ((lane & 1) == 0) {
+            Ms[r] = mnew;
+            Ls[r] = Ls[r] * alpha + sum;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int nb = 0; nb < D / 16; nb++) {
+            FragC acc;
+            wmma::load_matrix_sync(acc, Os + r0 * D + nb * 16, D, wmma::mem_row_major);
+#pragma unroll
+            for (int kb = 0; kb < WK / 16; kb++) {
+                FragA fa;
+                FragB fb;
+                wmma::load_matrix_sync(fa, Ps + r0 * WK + kb * 16, WK);
+                wmma::load_matrix_sync(fb, Vs + kb * 16 * D + nb * 16, D);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Os + r0 * D + nb * 16, acc, D, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    const size_t ldq = (size_t)NH * D;
+    for (int e = threadIdx.x; e < WQ * D; e += WTHREADS) {
+        int rr = e / D, d = e % D, ii = q0 + rr;
+        if (ii < Tn) out[((size_t)b * Tn + ii) * ldq + (size_t)h * D + d] = __float2bfloat16(Os[e] / Ls[rr]);
+    }
+    if (threadIdx.x < WQ && q0 + (int)threadIdx.x < Tn)
+        lse[((size_t)b * NH + h) * Tn + q0 + threadIdx.x] = Ms[threadIdx.x] + logf(Ls[threadIdx.x]);
+}
+
+template <int D> constexpr size_t dkdv_smem() {
+    return (size_t)(2 * WK + 2 * WQ) * D * 2 + (size_t)WK * WQ * 4 * 2 + (size_t)WK * WQ * 2 * 2 + 2 * WQ * 4;
+}
+
+// Stage a 16x16 accumulator through the warp's fp32 scratch (ld = lds) and write rows
+// [t0, t0+16) of a (B, T, heads, D) bf16 tensor, columns [c0, c0+16) of head hh.
+__device__ __forceinline__ void write_frag(bf16 *dst, const FragC &f, float *scratch, int lds, int b, int Tn,
+                                           int heads, int hh, int D, int t0, int c0) {
+    wmma::store_matrix_sync(scratch, f, lds, wmma::mem_row_major);
+    __syncwarp();
+    const int lane = threadIdx.x % 32;
+    for (int e = lane; e < 256; e += 32) {
+        int rr = e / 16, cc = e % 16, t = t0 + rr;
+        if (t < Tn) dst[((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc] = __float2bfloat16(scratch[rr * lds + cc]);
+    }
+    __syncwarp();
+}
+
+template <int D>
+__global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, const float *Di, const bf16 *dout,
+                                                           const bf16 *q, const bf16 *k, const bf16 *v,
+                                                           const float *lse, int Tn, int NH, int NKV, int window,
+                                                           float scale) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * D, *Qs = Vs + WK * D, *dOs = Qs + WQ * D;
+    float *St = (float *)(dOs + WQ * D), *dPt = St + WK * WQ;
+    bf16 *Pt = (bf16 *)(dPt + WK * WQ), *dSt = Pt + WK * WQ;
+    float *Lq = (float *)(dSt + WK * WQ), *Dq = Lq + WQ;
+    const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
+    const int k0 = kt * WK;
+    load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
+    load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
+    FragC dKf[D / 16], dVf[D / 16];
+#pragma unroll
+    for (int nb = 0; nb < D / 16; nb++) {
+        wmma::fill_fragment(dKf[nb], 0.0f);
+        wmma::fill_fragment(dVf[nb], 0.0f);
+    }
+    const int k1 = min(k0 + WK, Tn) - 1, qhi = min(Tn - 1, k1 + window - 1);
+    const int r = r0 + lane / 2, j = k0 + r, c0 = (lane & 1) * (WQ / 2);
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        for (int q0 = (k0 / WQ) * WQ; q0 <= qhi; q0 += WQ) {
+            __syncthreads();
+            load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
+            load_tile<D>(dOs, dout, b, Tn, NH, h, q0, WQ);
+            if (threadIdx.x < WQ) {
+                int i = q0 + threadIdx.x;
+                Lq[threadIdx.x] = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
+                Dq[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int qb = 0; qb < WQ / 16; qb++) {
+                FragC a1, a2;
+                wmma::fill_fragment(a1, 0.0f);
+                wmma::fill_fragment(a2, 0.0f);
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++) {
+                    FragA fa;
+                    FragBt fb;
+                    wmma::load_matrix_sync(fa, Ks + r0 * D + kk * 16, D);
+                    wmma::load_matrix_sync(fb, Qs + qb * 16 * D + kk * 16, D);
+                    wmma::mma_sync(a1, fa, fb, a1);
+                    wmma::load_matrix_sync(fa, Vs + r0 * D + kk * 16, D);
+                    wmma::load_matrix_sync(fb, dOs + qb * 16 * D + kk * 16, D);
+                    wmma::mma_sync(a2, fa, fb, a2);
+                }
+                wmma::store_matrix_sync(St + r0 * WQ + qb * 16, a1, WQ, wmma::mem_row_major);
+                wmma::store_matrix_sync(dPt + r0 * WQ + qb * 16, a2, WQ, wmma::mem_row_major);
+            }
+            __syncwarp();
+            for (int c = c0; c < c0 + WQ / 2; c++) {
+                int i = q0 + c;
+                float p = visible(i, j, Tn, window) ? expf(St[r * WQ + c] * scale - Lq[c]) : 0.0f;
+                float ds = p * (dPt[r * WQ + c] - Dq[c]) * scale;
+                Pt[r * WQ + c] = __float2bfloat16(p);
+                dSt[r * WQ + c] = __float2bfloat16(ds);
+            }
+            __syncwarp();
+#pragma unroll
+            for (int nb = 0; nb < D / 16; nb++) {
+#pragma unroll
+                for (int qb = 0; qb < WQ / 16; qb++) {
+                    FragA fa;
+                    FragB fb;
+                    wmma::load_matrix_sync(fa, Pt + r0 * WQ + qb * 16, WQ);
+                    wmma::load_matrix_sync(fb, dOs + qb * 16 * D + nb * 16, D);
+                    wmma::mma_sync(dVf[nb], fa, fb, dVf[nb]);
+                    wmma::load_matrix_sync(fa, dSt + r0 * WQ + qb * 16, WQ);
+                    wmma::load_matrix_sync(fb, Qs + qb * 16 * D + nb * 16, D);
+                    wmma::mma_sync(dKf[nb], fa, fb, dKf[nb]);
+                }
+            }
+        }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int nb = 0; nb < D / 16; nb++) {
+        write_frag(dk, dKf[nb], St + r0 * WQ, WQ, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+        write_frag(dv, dVf[nb], St + r0 * WQ, WQ, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+    }
+}
+
+template <int D> constexpr size_t dq_smem() {
+    return (size_t)(2 * WQ + 2 * WK) * D * 2 + (size_t)WQ * WK * 4 * 2 + (size_t)WQ * WK * 2 + 2 * WQ * 4;
+}
+
+template <int D>
+__global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *Di, const bf16 *dout, const bf16 *q,
+                                                         const bf16 *k, const bf16 *v, const float *lse, int Tn,
+                                                         int NH, int NKV, int window, float scale) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = (bf16 *)smem, *dOs = Qs + WQ * D, *Ks = dOs + WQ * D, *Vs = Ks + WK * D;
+    float *Ss = (float *)(Vs + WK * D), *dPs = Ss + WQ * WK;
+    bf16 *dSs = (bf16 *)(dPs + WQ * WK);
+    float *Lr = (float *)(dSs + WQ * WK), *Dr = Lr + WQ;
+    const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
+    const int q0 = qt * WQ;
+    load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
+    load_tile<D>(dOs, dout, b, Tn, NH, h, q0, WQ);
+    if (threadIdx.x < WQ) {
+        int i = q0 + threadIdx.x;
+        Lr[threadIdx.x] = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
+        Dr[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
+    }
+    FragC dQf[D / 16];
+#pragma unroll
+    for (int nb = 0; nb < D / 16; nb++) wmma::fill_fragment(dQf[nb], 0.0f);
+    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(0, q0 - window + 1);
+    const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2);
+    for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
+        __syncthreads();
+        load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
+        load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
+        __syncthreads();
+#pragma unroll
+        for (int kb = 0; kb < WK / 16; kb++) {
+            FragC a1, a2;
+            wmma::fill_fragment(a1, 0.0f);
+            wmma::fill_fragment(a2, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                FragA fa;
+                FragBt fb;
+                wmma::load_matrix_sync(fa, Qs + r0 * D + kk * 16, D);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + kk * 16, D);
+                wmma::mma_sync(a1, fa, fb, a1);
+                wmma::load_matrix_sync(fa, dOs + r0 * D + kk * 16, D);
+                wmma::load_matrix_sync(fb, Vs + kb * 16 * D + kk * 16, D);
+                wmma::mma_sync(a2, fa, fb, a2);
+            }
+            wmma::store_matrix_sync(Ss + r0 * WK + kb * 16, a1, WK, wmma::mem_row_major);
+            wmma::store_matrix_sync(dPs + r0 * WK + kb * 16, a2, WK, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int c = c0; c < c0 + WK / 2; c++) {
+            float p = visible(i, k0 + c, Tn, window) ? expf(Ss[r * WK + c] * scale - Lr[r]) : 0.0f;
+            dSs[r * WK + c] = __float2bfloat16(p * (dPs[r * WK + c] - Dr[r]) * scale);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int nb = 0; nb < D / 16; nb++) {
+#pragma unroll
+            for (int kb = 0; kb < WK / 16; kb++) {
+                FragA fa;
+                FragB fb;
+                wmma::load_matrix_sync(fa, dSs + r0 * WK + kb * 16, WK);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + nb * 16, D);
+                wmma::mma_sync(dQf[nb], fa, fb, dQf[nb]);
+            }
+        }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int nb = 0; nb < D / 16; nb++) write_frag(dq, dQf[nb], Ss + r0 * WK, WK, b, Tn, NH, h, D, q0 + r0, nb * 16);
+}
+
+static bool use_wmma() {
+    const char *e = getenv("OLMO_CUDA_ATTN");
+    return !(e && !strcmp(e, "simt"));
+}
+
+// Raise a kernel's dynamic shared-memory limit once per (kernel, size).
+template <typename K> static void smem_limit(K kernel, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
 int attention_head_dim_supported(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }
 
 #define DISPATCH_D(D, ...)                                  \
@@ -247,6 +570,15 @@ template <typename T>
 void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T *v, int B, int Tn, int NH, int NKV,
                             int D, int window, cudaStream_t st) {
     float scale = 1.0f / sqrtf((float)D);
+    if constexpr (sizeof(T) == 2) {
+        if (use_wmma()) {
+            dim3 gw((Tn + WQ - 1) / WQ, NH, B);
+            DISPATCH_D(D, smem_limit(attn_fwd_wmma<DD>, fwd_smem<DD>());
+                       attn_fwd_wmma<DD><<<gw, WTHREADS, fwd_smem<DD>(), st>>>(out, lse, q, k, v, Tn, NH, NKV, window, scale));
+            CUDA_LAUNCH_CHECK();
+            return;
+        }
+    }
     dim3 grid((Tn + BQ - 1) / BQ, NH, B);
     DISPATCH_D(D, attn_fwd_kernel<T, DD><<<grid, NTHREADS, 0, st>>>(out, lse, q, k, v, Tn, NH, NKV, window, scale));
     CUDA_LAUNCH_CHECK();
@@ -260,6 +592,18 @@ void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, cons
     size_t rows = (size_t)B * Tn * NH;
     attn_di_kernel<T><<<(unsigned)((rows + 255) / 256), 256, 0, st>>>(Di, dout, out, B, Tn, NH, D);
     CUDA_LAUNCH_CHECK();
+    if constexpr (sizeof(T) == 2) {
+        if (use_wmma()) {
+            dim3 gkw((Tn + WK - 1) / WK, NKV, B), gqw((Tn + WQ - 1) / WQ, NH, B);
+            DISPATCH_D(D, smem_limit(attn_dkdv_wmma<DD>, dkdv_smem<DD>());
+                       attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, scale));
+            CUDA_LAUNCH_CHECK();
+            DISPATCH_D(D, smem_limit(attn_dq_wmma<DD>, dq_smem<DD>());
+                       attn_dq_wmma<DD><<<gqw, WTHREADS, dq_smem<DD>(), st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, scale));
+            CUDA_LAUNCH_CHECK();
+            return;
+        }
+    }
     dim3 gkv((Tn + BK - 1) / BK, NKV, B), gq((Tn + BQ - 1) / BQ, NH, B);
     DISPATCH_D(D, attn_dkdv_kernel<T, DD><<<gkv, NTHREADS, 0, st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, scale));
     CUDA_LAUNCH_CHECK();
