@@ -2,8 +2,9 @@
 // die_input()/die() longjmp back here through common_set_die_hook: "input rejected".
 // Inputs go to files under /dev/shm (the parsers take paths). Leaks after a longjmp are
 // expected (the parsers own partial state, the process would exit there): every heap block
-// allocated while an input runs is tracked (ld --wrap of malloc & co., cJSON's hooks) and
-// the ones still live after a rejection are freed, so long runs do not grow without bound.
+// allocated while an input runs is tracked (ld --wrap of malloc & co. over our objects and
+// the statically linked libyaml, cJSON's hooks) and the ones still live after a rejection
+// are freed, its FILE*s closed, so long runs do not grow without bound.
 // Run with ASAN_OPTIONS=detect_leaks=0 (scripts/fuzz.sh does).
 #include <cjson/cJSON.h>
 #include <setjmp.h>
@@ -55,6 +56,22 @@ int __wrap_posix_memalign(void **p, size_t a, size_t n) {
     if (!rc) fz_add(*p);
     return rc;
 }
+// FILE*s opened during an input (a rejected recipe's YAML file): closed on rejection.
+FILE *__real_fopen(const char *path, const char *mode);
+int __real_fclose(FILE *f);
+static FILE *fz_files[16];
+static int fz_nfiles;
+FILE *__wrap_fopen(const char *path, const char *mode) {
+    FILE *f = __real_fopen(path, mode);
+    if (f && fz_tracking && fz_nfiles < 16) fz_files[fz_nfiles++] = f;
+    return f;
+}
+int __wrap_fclose(FILE *f) {
+    for (int i = 0; i < fz_nfiles; i++)
+        if (fz_files[i] == f) { fz_files[i] = fz_files[--fz_nfiles]; break; }
+    return __real_fclose(f);
+}
+
 static void fz_track_begin(void) {
     if (!fz_tab) {
         fz_tab = __real_calloc(FZ_SLOTS, sizeof *fz_tab);
@@ -64,6 +81,7 @@ static void fz_track_begin(void) {
     }
     fz_gen++;
     fz_nused = 0;
+    fz_nfiles = 0;
     fz_fd_base = dup(0);
     close(fz_fd_base);
     fz_tracking = 1;
@@ -72,6 +90,7 @@ static void fz_track_begin(void) {
 // files it left open (a FILE* of a rejected YAML file, a token file's fd).
 static void fz_track_release(void) {
     fz_tracking = 0;
+    while (fz_nfiles > 0) __real_fclose(fz_files[--fz_nfiles]);
     for (int fd = fz_fd_base; fd < fz_fd_base + 64; fd++) close(fd);
     for (size_t k = 0; k < fz_nused; k++) {
         size_t i = fz_used[k];

@@ -15,8 +15,12 @@ JOBS=${FUZZ_JOBS:-2}
 export FUZZ_TMPDIR=${FUZZ_TMPDIR:-/dev/shm}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 # fuzz/util.c tracks heap blocks of a rejected input (freed after the longjmp).
+# libyaml is linked statically when available so that its allocations are tracked too.
 WRAP="-Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc -Wl,--wrap=free -Wl,--wrap=posix_memalign"
-LDLIBS="-lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread"
+WRAP="$WRAP -Wl,--wrap=fopen -Wl,--wrap=fclose"
+YAML=-lyaml
+[ -f /usr/lib/x86_64-linux-gnu/libyaml.a ] && YAML=-l:libyaml.a
+LDLIBS="-lopenblas -lpcre2-8 -lcjson $YAML -lzstd -lz -lcrypto -lm -lpthread"
 
 # The library: every src/ object with sanitizers + fuzzer coverage, no MPI.
 CFLAGS="-O1 -g -march=native -fsanitize=fuzzer-no-link $SAN" LDFLAGS="-fsanitize=address,undefined" \
