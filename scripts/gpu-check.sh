@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # gpu-check.sh OUTDIR: the one prepared GPU session for the CUDA backend (docs/cuda.md).
 # Runs on a machine with one NVIDIA GPU (an H200 here), each step under its own time limit
-# so one failure cannot eat the budget (limits add up to 500 s; a passing run is shorter):
+# so one failure cannot eat the budget (limits add up to 545 s; a passing run is shorter):
 #   build        prebuilt binaries from build-gpu-prebuilt/ (made here with --prepare and
 #                carried), else `make BUILD=build-gpu MPI=0` on the GPU machine
 #   test_cuda    GPU vs CPU on olmo3-tiny: fp32 mode tight, bf16 mode with stated
 #                tolerances, determinism
 #   test_cuda.sh checkpoints across backends (CPU -> GPU -> CPU), GPU run determinism
 #   hf_compare   our logits (CPU, GPU fp32, GPU bf16) vs HF transformers Olmo3, same weights
-#   bench_ours   training step at OLMo 3 7B width, 16 of its 32 layers, T = 8192, micro-batch 1
+#   bench_ours   training step, T = 8192, micro-batch 1: the full OLMo 3 7B with activation
+#                recompute, and 7B width with 16 of its 32 layers without
 #   bench_torch  HF Olmo3 (same shapes), eager and torch.compile
 # Writes OUTDIR/{env,build,test_cuda,test_cuda_sh,hf_compare,bench_ours,bench_torch}.log and
 # OUTDIR/summary.txt (8 files: the device tool returns at most 8).
@@ -75,21 +76,24 @@ export OLMO_BIN=$BIN/olmo
 export PYTHON=$(command -v python3)
 
 # ---- correctness
-run test_cuda 60 "$TC"
+run test_cuda 45 "$TC"
 grep -E "logits|gradients|loss:|determinism|FAIL|passed|SKIP" "$OUT/test_cuda.log" | head -20 | sed 's/^/  /' | tee -a "$S"
-run test_cuda_sh 90 bash tests/test_cuda.sh
+run test_cuda_sh 80 bash tests/test_cuda.sh
 grep -E "continue|determinism|FAIL|passed|SKIP|mismatch|step " "$OUT/test_cuda_sh.log" | head -12 | sed 's/^/  /' | tee -a "$S"
 WORK=$(mktemp -d)
-run hf_compare 60 python3 scripts/gpu_hf_compare.py --olmo "$BIN/olmo" --test-cuda "$TC" --work "$WORK/hf"
+run hf_compare 50 python3 scripts/gpu_hf_compare.py --olmo "$BIN/olmo" --test-cuda "$TC" --work "$WORK/hf"
 grep -E "rel-to-max|HF_COMPARE|Error|error" "$OUT/hf_compare.log" | head -10 | sed 's/^/  /' | tee -a "$S"
 rm -rf "$WORK"
 
-# ---- benchmark: OLMo 3 7B width (d 4096, 32 heads, MLP 11008, vocab 100352, window 4096),
-# 16 of the 32 layers (the full 7B's fp32 master + grads + Adam m, v alone are 117 GiB of
-# the 141 GB, with no room for activations at T = 8192 without sharding), T = 8192, B = 1.
-run bench_ours 100 "$TB" preset=olmo3-7b layers=16 T=8192 B=1 steps=2 warmup=1 precision=bf16
-grep -E "RESULT|device:|step|error" "$OUT/bench_ours.log" | head -8 | sed 's/^/  /' | tee -a "$S"
-run bench_torch 150 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2
+# ---- benchmark: OLMo 3 7B shapes, T = 8192, micro-batch 1, bf16.
+# (a) the full 7B (32 layers) with activation recompute: fp32 master + grads + Adam m, v
+#     + bf16 weights are 131 GB, which leaves ~8 GB for activations on the H200's 141 GB:
+#     only recompute (one block's activations + the residual stream, ~5 GB) fits;
+# (b) 16 of the 32 layers without recompute (~95 GB), the side-by-side with PyTorch.
+run bench_ours 210 bash -c "timeout -k 5 130 '$TB' preset=olmo3-7b T=8192 B=1 steps=2 warmup=1 precision=bf16 recompute=1;
+  echo '---'; timeout -k 5 75 '$TB' preset=olmo3-7b layers=16 T=8192 B=1 steps=2 warmup=1 precision=bf16"
+grep -E "RESULT|device:|^step|error|bench:" "$OUT/bench_ours.log" | head -14 | sed 's/^/  /' | tee -a "$S"
+run bench_torch 120 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2
 grep -E "RESULT|out of memory|Error" "$OUT/bench_torch.log" | head -6 | sed 's/^/  /' | tee -a "$S"
 
 note "total $(( $(date +%s) - T_START ))s"

@@ -9,7 +9,8 @@
 //              (rel-to-max) and the gradient norm within 5e-2: bf16 rounding (8 mantissa
 //              bits, ~4e-3 per op) compounding over 4 layers; parameters after 5 steps
 //              within the Adam band.
-//   both:      two runs from the same init are bitwise identical (determinism).
+//   both:      two runs from the same init are bitwise identical (determinism), the
+//              second with activation recompute (OLMO_CUDA_RECOMPUTE=1).
 // Without a device (or a binary built without CUDA): prints "SKIP: no CUDA device" and
 // exits 0. `test_cuda dump OUTDIR [PRESET] [T]` writes weights, tokens and CPU/GPU logits
 // for scripts/gpu_hf_compare.py.
@@ -170,15 +171,18 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     }
     printf("%s: parameters after %d steps compared (band %.3g)\n", tag, STEPS, band);
 
-    // determinism: a second GPU run from the same init, bitwise
+    // determinism: a second GPU run from the same init, bitwise; it uses activation
+    // recompute, which must not change a bit either.
     Run g2;
+    setenv("OLMO_CUDA_RECOMPUTE", "1", 1);
     run_init(&g2, cfg, BACKEND_CUDA, prec);
+    unsetenv("OLMO_CUDA_RECOMPUTE");
     for (int st = 0; st < STEPS; st++)
         backend_train_step(g2.be, &g2.tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
     backend_sync_to_host(g2.be, &g2.tc, 1);
     int same = !memcmp(g2.m.params, gpu.m.params, sizeof(float) * n) && !memcmp(g2.tc.opt.m, gpu.tc.opt.m, sizeof(float) * n) &&
                !memcmp(g2.tc.opt.v, gpu.tc.opt.v, sizeof(float) * n);
-    printf("%s determinism: two runs %s\n", tag, same ? "bitwise identical" : "DIFFER");
+    printf("%s determinism: two runs (the second with recompute) %s\n", tag, same ? "bitwise identical" : "DIFFER");
     CHECK(same, "%s: two GPU runs from the same init differ", tag);
     run_free(&g2);
 
@@ -220,7 +224,7 @@ static int dump(int argc, char **argv) {
 #ifdef OLMO_CUDA
     for (int bf = 0; bf < 2; bf++) {
         char err[512];
-        CudaModel *cm = cuda_model_create(&cfg, &m.table, B, Tn, bf, err, sizeof err);
+        CudaModel *cm = cuda_model_create(&cfg, &m.table, B, Tn, bf, 0, err, sizeof err);
         if (!cm) die("%s", err);
         cuda_upload_params(cm, m.params);
         cuda_forward_backward(cm, tok, tgt, B, Tn, 0.0f, 1.0f, 0, lg, NULL);

@@ -77,7 +77,9 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
         return NULL;
     }
     Model *m = tc->model;
-    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, err, errlen);
+    // OLMO_CUDA_RECOMPUTE=1: per-block activation recompute (docs/cuda.md).
+    const char *rc = getenv("OLMO_CUDA_RECOMPUTE");
+    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, rc && atoi(rc) > 0, err, errlen);
     if (!be->cm) {
         free(be);
         return NULL;

@@ -25,10 +25,12 @@ int cuda_device_count(char *err, size_t errlen);
 void cuda_device_describe(char *out, size_t outlen);
 
 // Allocate everything for micro-batches up to (max_B, max_T). bf16: 1 = bf16 weights and
-// activations (fp32 master, grads, Adam), 0 = fp32 throughout. NULL + err on failure
-// (no device, out of memory, unsupported head_dim).
-CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, char *err,
-                             size_t errlen);
+// activations (fp32 master, grads, Adam), 0 = fp32 throughout. recompute: 1 = keep only
+// each block's input (the residual stream) and recompute the block's forward before its
+// backward (one block's activations in memory instead of L; one extra forward per step).
+// NULL + err on failure (no device, out of memory, unsupported head_dim).
+CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
+                             int recompute, char *err, size_t errlen);
 void cuda_model_destroy(CudaModel *cm);
 // Wait for all queued device work.
 void cuda_sync(CudaModel *cm);

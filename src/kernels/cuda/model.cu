@@ -264,7 +264,7 @@ struct CudaModelBase {
     virtual ~CudaModelBase() {}
     ModelConfig cfg;
     const ParamTable *table;
-    int max_B, max_T, is_bf16;
+    int max_B, max_T, is_bf16, recompute = 0;
     size_t total, bytes = 0;
     cudaStream_t st;
     cublasLtHandle_t lt;
@@ -373,6 +373,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
     int lm_chunk;
 
     size_t off(const float *p) const { return (size_t)(p - master); }
+    size_t slot_of(int l) const { return recompute ? 0 : (size_t)l; }
     const T *W(const float *p) const { return w + off(p); }
 
     Dims dims(int B, int T_) const {
@@ -384,13 +385,13 @@ template <typename T> struct CudaModelT : CudaModelBase {
 
     bool init() {
         Dims d = dims(max_B, max_T);
-        size_t N = d.N, L = d.L;
+        size_t N = d.N, L = recompute ? 1 : d.L;   // per-layer activation buffers (res keeps all L+1)
         master = must<float>(total);
         m = must<float>(total);
         v = must<float>(total);
         if (sizeof(T) == 4) w = (T *)master;
         else w = must<T>(total);
-        res = must<T>((L + 1) * N * d.C); mid = must<T>(L * N * d.C); qkv = must<T>(L * N * d.QKV);
+        res = must<T>(((size_t)d.L + 1) * N * d.C); mid = must<T>(L * N * d.C); qkv = must<T>(L * N * d.QKV);
         q = must<T>(L * N * d.Q); k = must<T>(L * N * d.KV); vv = must<T>(L * N * d.KV); att = must<T>(L * N * d.Q);
         ao = must<T>(L * N * d.C); gu = must<T>(L * N * 2 * d.H); act = must<T>(L * N * d.H); mo = must<T>(L * N * d.C);
         xf = must<T>(N * d.C);
@@ -463,6 +464,33 @@ template <typename T> struct CudaModelT : CudaModelBase {
         CUDA_LAUNCH_CHECK();
     }
 
+    // Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
+    void layer_fwd(int l, int B, int T_) {
+        const Dims d = dims(B, T_);
+        const size_t N = d.N;
+        const LayerView *lw = &mv.layers[l];
+        const int window = model_layer_window(&cfg, l, T_);
+        T *x = res + l * N * d.C, *y = res + (l + 1) * N * d.C;
+        const size_t sl = slot_of(l);   // per-layer buffers: layer l, or slot 0 with recompute
+        T *qkv_l = qkv + sl * N * d.QKV, *q_l = q + sl * N * d.Q, *k_l = k + sl * N * d.KV, *v_l = vv + sl * N * d.KV;
+        T *att_l = att + sl * N * d.Q, *ao_l = ao + sl * N * d.C, *h = mid + sl * N * d.C;
+        T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
+        mm_fwd(qkv_l, x, W(lw->wqkv), d.N, d.C, d.QKV);
+        norm_fwd(q_l, q_rstd + sl * N, qkv_l, lw->q_norm, nullptr, d.N, d.Q, d.QKV, d.Q);
+        norm_fwd(k_l, k_rstd + sl * N, qkv_l + d.Q, lw->k_norm, nullptr, d.N, d.KV, d.QKV, d.KV);
+        copy_cols(v_l, qkv_l, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);
+        rope(q_l, B, T_, d.NH, d.D, 1.0f);
+        rope(k_l, B, T_, d.NKV, d.D, 1.0f);
+        attention_forward_cuda<T>(att_l, lse + sl * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, st);
+        mm_fwd(ao_l, att_l, W(lw->wo), d.N, d.Q, d.C);
+        norm_fwd(h, a_rstd + sl * N, ao_l, lw->attn_norm, x, d.N, d.C, d.C, d.C);        // h = x + norm(a)
+        mm_fwd(gu_l, h, W(lw->wgu), d.N, d.C, 2 * d.H);
+        swiglu_fwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(act_l, gu_l, d.N, d.H);
+        CUDA_LAUNCH_CHECK();
+        mm_fwd(mo_l, act_l, W(lw->wdown), d.N, d.H, d.C);
+        norm_fwd(y, m_rstd + sl * N, mo_l, lw->mlp_norm, h, d.N, d.C, d.C, d.C);         // y = h + norm(m)
+    }
+
     LossSums fwd_bwd(const int32_t *inputs, const int32_t *targets, int B, int T_, float z, float inv_count,
                      int want_grads, float *logits_out, float *tok_ce) override {
         if (B > max_B || T_ > max_T) { fprintf(stderr, "olmo: error: CUDA model: (B=%d, T=%d) exceeds (%d, %d)\n", B, T_, max_B, max_T); exit(1); }
@@ -473,28 +501,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         CUDA_CHECK(cudaMemcpyAsync(tgt_d, targets, N * 4, cudaMemcpyHostToDevice, st));
         embedding_fwd_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(res, tok_d, W(mv.embed), d.N, d.C);
         CUDA_LAUNCH_CHECK();
-        for (int l = 0; l < d.L; l++) {
-            const LayerView *lw = &mv.layers[l];
-            const int window = model_layer_window(&cfg, l, T_);
-            T *x = res + l * N * d.C, *y = res + (l + 1) * N * d.C;
-            T *qkv_l = qkv + l * N * d.QKV, *q_l = q + l * N * d.Q, *k_l = k + l * N * d.KV, *v_l = vv + l * N * d.KV;
-            T *att_l = att + l * N * d.Q, *ao_l = ao + l * N * d.C, *h = mid + l * N * d.C;
-            T *gu_l = gu + l * N * 2 * d.H, *act_l = act + l * N * d.H, *mo_l = mo + l * N * d.C;
-            mm_fwd(qkv_l, x, W(lw->wqkv), d.N, d.C, d.QKV);
-            norm_fwd(q_l, q_rstd + l * N, qkv_l, lw->q_norm, nullptr, d.N, d.Q, d.QKV, d.Q);
-            norm_fwd(k_l, k_rstd + l * N, qkv_l + d.Q, lw->k_norm, nullptr, d.N, d.KV, d.QKV, d.KV);
-            copy_cols(v_l, qkv_l, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);
-            rope(q_l, B, T_, d.NH, d.D, 1.0f);
-            rope(k_l, B, T_, d.NKV, d.D, 1.0f);
-            attention_forward_cuda<T>(att_l, lse + l * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, st);
-            mm_fwd(ao_l, att_l, W(lw->wo), d.N, d.Q, d.C);
-            norm_fwd(h, a_rstd + l * N, ao_l, lw->attn_norm, x, d.N, d.C, d.C, d.C);        // h = x + norm(a)
-            mm_fwd(gu_l, h, W(lw->wgu), d.N, d.C, 2 * d.H);
-            swiglu_fwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(act_l, gu_l, d.N, d.H);
-            CUDA_LAUNCH_CHECK();
-            mm_fwd(mo_l, act_l, W(lw->wdown), d.N, d.H, d.C);
-            norm_fwd(y, m_rstd + l * N, mo_l, lw->mlp_norm, h, d.N, d.C, d.C, d.C);         // y = h + norm(m)
-        }
+        for (int l = 0; l < d.L; l++) layer_fwd(l, B, T_);
         T *xL = res + (size_t)d.L * N * d.C;
         norm_fwd(xf, xf_rstd, xL, mv.final_norm, nullptr, d.N, d.C, d.C, d.C);
 
@@ -538,23 +545,27 @@ template <typename T> struct CudaModelT : CudaModelBase {
             const LayerView *lw = &mv.layers[l];
             LayerView *lg = &gw.layers[l];
             const int window = model_layer_window(&cfg, l, T_);
+            // Recompute: the block's activations again, bitwise the same (the slot still holds
+            // the last block's from the forward).
+            if (recompute && l != d.L - 1) layer_fwd(l, B, T_);
+            const size_t sl = slot_of(l);
             T *x = res + l * N * d.C;
-            T *qkv_l = qkv + l * N * d.QKV, *q_l = q + l * N * d.Q, *k_l = k + l * N * d.KV, *v_l = vv + l * N * d.KV;
-            T *att_l = att + l * N * d.Q, *ao_l = ao + l * N * d.C, *h = mid + l * N * d.C;
-            T *gu_l = gu + l * N * 2 * d.H, *act_l = act + l * N * d.H, *mo_l = mo + l * N * d.C;
-            norm_bwd(dm, lg->mlp_norm, dres, mo_l, lw->mlp_norm, m_rstd + l * N, d.N, d.C, d.C, d.C, d.C);
+            T *qkv_l = qkv + sl * N * d.QKV, *q_l = q + sl * N * d.Q, *k_l = k + sl * N * d.KV, *v_l = vv + sl * N * d.KV;
+            T *att_l = att + sl * N * d.Q, *ao_l = ao + sl * N * d.C, *h = mid + sl * N * d.C;
+            T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
+            norm_bwd(dm, lg->mlp_norm, dres, mo_l, lw->mlp_norm, m_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(dact, lg->wdown, dm, act_l, W(lw->wdown), d.N, d.H, d.C, 0, 0);
             swiglu_bwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(dgu, dact, gu_l, d.N, d.H);
             CUDA_LAUNCH_CHECK();
             mm_bwd(dres, lg->wgu, dgu, h, W(lw->wgu), d.N, d.C, 2 * d.H, 1, 0);
-            norm_bwd(da, lg->attn_norm, dres, ao_l, lw->attn_norm, a_rstd + l * N, d.N, d.C, d.C, d.C, d.C);
+            norm_bwd(da, lg->attn_norm, dres, ao_l, lw->attn_norm, a_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(datt, lg->wo, da, att_l, W(lw->wo), d.N, d.Q, d.C, 0, 0);
-            attention_backward_cuda<T>(dq, dk, dv, Di, datt, q_l, k_l, v_l, att_l, lse + l * N * d.NH, B, T_, d.NH,
+            attention_backward_cuda<T>(dq, dk, dv, Di, datt, q_l, k_l, v_l, att_l, lse + sl * N * d.NH, B, T_, d.NH,
                                        d.NKV, d.D, window, st);
             rope(dq, B, T_, d.NH, d.D, -1.0f);
             rope(dk, B, T_, d.NKV, d.D, -1.0f);
-            norm_bwd(dqkv, lg->q_norm, dq, qkv_l, lw->q_norm, q_rstd + l * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
-            norm_bwd(dqkv + d.Q, lg->k_norm, dk, qkv_l + d.Q, lw->k_norm, k_rstd + l * N, d.N, d.KV, d.KV, d.QKV, d.QKV);
+            norm_bwd(dqkv, lg->q_norm, dq, qkv_l, lw->q_norm, q_rstd + sl * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
+            norm_bwd(dqkv + d.Q, lg->k_norm, dk, qkv_l + d.Q, lw->k_norm, k_rstd + sl * N, d.N, d.KV, d.KV, d.QKV, d.QKV);
             copy_cols(dqkv, dv, d.N, d.KV, d.QKV, d.Q + d.KV, d.KV, 0);
             mm_bwd(dres, lg->wqkv, dqkv, x, W(lw->wqkv), d.N, d.C, d.QKV, 1, 0);
         }
@@ -588,8 +599,8 @@ void cuda_device_describe(char *out, size_t outlen) {
              p.totalGlobalMem / 1073741824.0);
 }
 
-CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16, char *err,
-                             size_t errlen) {
+CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
+                             int recompute, char *err, size_t errlen) {
     if (!cuda_device_count(err, errlen)) return NULL;
     if (!attention_head_dim_supported(cfg->head_dim)) {
         snprintf(err, errlen, "CUDA backend: head_dim %d not supported (16, 32, 64, 128)", cfg->head_dim);
@@ -601,6 +612,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
     b->max_B = max_B;
     b->max_T = max_T;
     b->is_bf16 = use_bf16;
+    b->recompute = recompute;
     b->total = t->total;
     CUDA_CHECK(cudaStreamCreate(&b->st));
     LT_CHECK(cublasLtCreate(&b->lt));
