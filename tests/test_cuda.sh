@@ -4,7 +4,8 @@
 # without CUDA), train.backend=cuda exit 2 with a clear message and nothing written.
 # With a device: checkpoints cross backends: a CPU checkpoint resumed on the GPU and a GPU
 # checkpoint resumed on the CPU continue the CPU-only run's metrics within bf16 noise
-# (loss, ce, grad norm, lr: 5e-2 relative), and within 1e-4 in train.precision=fp32.
+# (loss, ce, grad norm, lr: 5e-2 relative), and within 1e-4 in train.precision=fp32;
+# two GPU runs are bitwise identical; with mpirun, 2 and 4 GPU ranks are bitwise identical.
 source "$(dirname "$0")/test_resume_lib.sh"
 
 bad() {   # bad NAME EXPECTED-SUBSTRING [args...]
@@ -57,4 +58,18 @@ train "$TMP/gb" train.max_steps=4 ckpt.interval=0 train.backend=cuda
 same_metrics "$TMP/ga" "$TMP/gb"
 cmp "$TMP/ga/model.safetensors" "$TMP/gb/model.safetensors" || fail "two GPU runs differ"
 echo "GPU determinism: two runs bitwise identical"
+# Data parallel on the GPU (mpirun, ranks share the device here): the sharded step is
+# bitwise identical for 2 and 4 ranks (2 and 1 micro-batches per rank, both powers of
+# two), and within bf16 noise of the CPU.
+if command -v mpirun >/dev/null && ldd "$OLMO" | grep -q libmpi; then
+  mtrain 2 "$TMP/m2" train.max_steps=4 ckpt.interval=0 train.backend=cuda
+  mtrain 4 "$TMP/m4" train.max_steps=4 ckpt.interval=0 train.backend=cuda
+  same_metrics "$TMP/m2" "$TMP/m4"
+  cmp "$TMP/m2/model.safetensors" "$TMP/m4/model.safetensors" || fail "2 vs 4 GPU ranks differ"
+  train "$TMP/c4" train.max_steps=4 ckpt.interval=0
+  same_metrics "$TMP/c4" "$TMP/m2" 5e-2
+  echo "GPU data parallel: 2 vs 4 ranks bitwise identical, within 5e-2 of the CPU"
+else
+  echo "SKIP: multi-rank GPU check (no mpirun, or a binary built with MPI=0)"
+fi
 echo "test_cuda.sh: all checks passed"

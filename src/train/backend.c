@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist.h"
+#include "kernels/kernels.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -17,6 +19,8 @@ struct Backend {
     Precision prec;
 #ifdef OLMO_CUDA
     CudaModel *cm;
+    int sharded;        // world > 1: host-side ZeRO-1 step (see backend_step_sharded)
+    float *host_grad;   // sharded: this rank's summed gradient, downloaded (table.total)
 #endif
 };
 
@@ -70,13 +74,15 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
     be->prec = prec;
     if (kind == BACKEND_CPU) return be;
 #ifdef OLMO_CUDA
-    if (tc->world > 1) {
-        snprintf(err, errlen, "train.backend=cuda runs one process on one GPU; multi-GPU (NCCL) is not built yet "
-                              "(docs/cuda.md)");
-        free(be);
-        return NULL;
-    }
     Model *m = tc->model;
+    if (tc->world > 1) {
+        // One GPU per rank: the node-local rank (Open MPI's variable, else the world rank)
+        // modulo the devices this process sees.
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        cuda_select_device(lr ? atoi(lr) : tc->rank);
+        be->sharded = 1;
+        be->host_grad = xmalloc_aligned(sizeof(float) * m->table.total);
+    }
     // OLMO_CUDA_RECOMPUTE=1: per-block activation recompute (docs/cuda.md).
     const char *rc = getenv("OLMO_CUDA_RECOMPUTE");
     be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, rc && atoi(rc) > 0, err, errlen);
@@ -97,6 +103,7 @@ void backend_free(Backend *be) {
     if (!be) return;
 #ifdef OLMO_CUDA
     if (be->cm) cuda_model_destroy(be->cm);
+    free(be->host_grad);
 #endif
     free(be);
 }
@@ -117,6 +124,7 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 #endif
 }
 
+
 #ifdef OLMO_CUDA
 // As step.c's fault_nan_step (tests/test_faults.sh semantics).
 static long fault_nan_step(void) {
@@ -129,11 +137,75 @@ static long fault_nan_step(void) {
 }
 #endif
 
+#ifdef OLMO_CUDA
+// world > 1 (mpirun, one GPU per rank): step.c's sharded step with the micro-batch
+// forward/backward and the local gradient tree on the GPU, then everything after it on
+// the host exactly as the CPU does it: the summed local gradient is downloaded, reduce-
+// scattered over ranks in the fixed tree (dist.h), clipped from the chunked sharded norm,
+// AdamW updates this rank's shard (host m, v: ZeRO-1), the parameters are all-gathered
+// and uploaded. Bitwise identical for every world size with a power-of-two number of
+// micro-batches per rank. The transfers cost PCIe time per step (the full gradient down,
+// the full parameters up): a first multi-GPU path, not a fast one (docs/cuda.md).
+static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
+                                       int global_batch, int micro_batch, int T, long step) {
+    StepResult r = {0};
+    CudaModel *cm = be->cm;
+    Model *m = tc->model;
+    const int W = tc->world;
+    const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
+    const int local_batch = global_batch / W, k = local_batch / micro_batch;
+    long count = 0;
+    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
+    count = dist_sum_long(count);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    cuda_grad_reset(cm);
+    for (int j = 0; j < k; j++) {
+        size_t off = (size_t)j * micro_batch * T;
+        LossSums s = cuda_forward_backward(cm, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, 1,
+                                           NULL, NULL);
+        cuda_grad_push(cm);
+        tc->loss_local[2 * j] = s.ce_sum;
+        tc->loss_local[2 * j + 1] = s.z_sum;
+    }
+    cuda_grad_finish(cm);
+    cuda_grad_download(cm, be->host_grad);
+    if (step == fault_nan_step()) be->host_grad[0] = NAN;
+    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+    double ce = 0, z = 0;
+    for (int j = 0; j < k * W; j++) {
+        ce += tc->loss_all[2 * j];
+        z += tc->loss_all[2 * j + 1];
+    }
+    float *g = tc->shard_grad;
+    dist_reduce_scatter(be->host_grad, g, tc->recv, tc->bounds);
+    r.n_valid = count;
+    r.ce = count ? ce / count : 0;
+    r.z_loss = count ? tc->z_loss * z / count : 0;
+    r.loss = r.ce + r.z_loss;
+    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq));
+    if (tc->max_grad_norm > 0) {
+        double coef = tc->max_grad_norm / (norm + 1e-6);
+        if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
+    }
+    r.grad_norm = norm;
+    r.lr = schedule_lr(&tc->sched, step);
+    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
+                !isfinite(r.grad_norm);
+    if (!r.skipped) {
+        adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
+        dist_allgather_shards(m->params, tc->bounds);
+        cuda_upload_params(cm, m->params);
+    }
+    return r;
+}
+#endif
+
 StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
                               int global_batch, int micro_batch, int T, long step, float *grads_out) {
     if (!be || be->kind == BACKEND_CPU)
         return train_step(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 #ifdef OLMO_CUDA
+    if (be->sharded) return backend_step_sharded(be, tc, inputs, targets, global_batch, micro_batch, T, step);
     StepResult r = {0};
     CudaModel *cm = be->cm;
     long count = 0;
@@ -181,6 +253,7 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim) {
     if (!be || be->kind == BACKEND_CPU) return;
 #ifdef OLMO_CUDA
+    if (be->sharded) return;   // host params and Adam shards are the authoritative copies
     cuda_download_params(be->cm, tc->model->params);
     if (optim) cuda_download_adam(be->cm, tc->opt.m, tc->opt.v);
 #else
@@ -192,7 +265,7 @@ void backend_sync_from_host(Backend *be, TrainCore *tc) {
     if (!be || be->kind == BACKEND_CPU) return;
 #ifdef OLMO_CUDA
     cuda_upload_params(be->cm, tc->model->params);
-    cuda_upload_adam(be->cm, tc->opt.m, tc->opt.v);
+    if (!be->sharded) cuda_upload_adam(be->cm, tc->opt.m, tc->opt.v);   // sharded: Adam stays on the host
 #else
     (void)tc;
 #endif

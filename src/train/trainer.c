@@ -281,8 +281,6 @@ int cmd_train(int argc, char **argv) {
     BackendKind bkind;
     Precision bprec;
     if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
-    if (bkind == BACKEND_CUDA && W > 1)
-        fail_all(rank, 2, "train.backend=cuda runs one process on one GPU; multi-GPU (NCCL) is not built yet (docs/cuda.md)");
 
     // Open the data, the eval sets and the checkpoint before anything is written: bad
     // input stops the run with nothing on disk.

@@ -21,6 +21,8 @@ typedef struct CudaModel CudaModel;
 
 // Number of CUDA devices (0 when none or no driver); a reason in err when 0.
 int cuda_device_count(char *err, size_t errlen);
+// Use device (local_rank modulo the device count) in this process (one GPU per rank).
+void cuda_select_device(int local_rank);
 // Device name and memory for logs.
 void cuda_device_describe(char *out, size_t outlen);
 

@@ -590,6 +590,12 @@ int cuda_device_count(char *err, size_t errlen) {
     return n;
 }
 
+void cuda_select_device(int local_rank) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return;
+    CUDA_CHECK(cudaSetDevice(local_rank % n));
+}
+
 void cuda_device_describe(char *out, size_t outlen) {
     cudaDeviceProp p;
     int dev = 0;
