@@ -148,11 +148,8 @@ static long fault_nan_step(void) {
 // the full parameters up): a first multi-GPU path, not a fast one (docs/cuda.md).
 static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
                                        int global_batch, int micro_batch, int T, long step) {
-    StepResult r = {0};
     CudaModel *cm = be->cm;
-    Model *m = tc->model;
     const int W = tc->world;
-    const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
     const int local_batch = global_batch / W, k = local_batch / micro_batch;
     long count = 0;
     for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
@@ -170,32 +167,8 @@ static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t
     cuda_grad_finish(cm);
     cuda_grad_download(cm, be->host_grad);
     if (step == fault_nan_step()) be->host_grad[0] = NAN;
-    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
-    double ce = 0, z = 0;
-    for (int j = 0; j < k * W; j++) {
-        ce += tc->loss_all[2 * j];
-        z += tc->loss_all[2 * j + 1];
-    }
-    float *g = tc->shard_grad;
-    dist_reduce_scatter(be->host_grad, g, tc->recv, tc->bounds);
-    r.n_valid = count;
-    r.ce = count ? ce / count : 0;
-    r.z_loss = count ? tc->z_loss * z / count : 0;
-    r.loss = r.ce + r.z_loss;
-    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq));
-    if (tc->max_grad_norm > 0) {
-        double coef = tc->max_grad_norm / (norm + 1e-6);
-        if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
-    }
-    r.grad_norm = norm;
-    r.lr = schedule_lr(&tc->sched, step);
-    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
-                !isfinite(r.grad_norm);
-    if (!r.skipped) {
-        adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
-        dist_allgather_shards(m->params, tc->bounds);
-        cuda_upload_params(cm, m->params);
-    }
+    StepResult r = train_step_finish_sharded(tc, be->host_grad, k, count, step);
+    if (!r.skipped) cuda_upload_params(cm, tc->model->params);
     return r;
 }
 #endif

@@ -97,32 +97,11 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
     return r;
 }
 
-StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
-                      int micro_batch, int T, long step, float *grads_out) {
-    if (!tc->bounds) return step_single(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
+StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step) {
     StepResult r = {0};
     Model *m = tc->model;
     const int W = tc->world;
     const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
-    const int local_batch = global_batch / W, k = local_batch / micro_batch;
-    // The count is an exact integer sum over ranks: every rank scales by the same 1/count.
-    long count = 0;
-    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
-    count = dist_sum_long(count);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    gradacc_reset(&tc->acc);
-    for (int j = 0; j < k; j++) {
-        float *g = gradacc_slot(&tc->acc);
-        size_t off = (size_t)j * micro_batch * T;
-        LossSums s = model_forward_backward(m, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, g,
-                                            NULL, NULL);
-        gradacc_push(&tc->acc);
-        tc->loss_local[2 * j] = s.ce_sum;
-        tc->loss_local[2 * j + 1] = s.z_sum;
-    }
-    float *local = gradacc_finish(&tc->acc);
-    if (step == fault_nan_step()) local[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
-    if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
     // Loss sums in global micro-batch order (the order of a single process).
     dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
     double ce = 0, z = 0;
@@ -153,4 +132,31 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
         dist_allgather_shards(m->params, tc->bounds);
     }
     return r;
+}
+
+StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
+                      int micro_batch, int T, long step, float *grads_out) {
+    if (!tc->bounds) return step_single(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
+    Model *m = tc->model;
+    const int W = tc->world;
+    const int local_batch = global_batch / W, k = local_batch / micro_batch;
+    // The count is an exact integer sum over ranks: every rank scales by the same 1/count.
+    long count = 0;
+    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
+    count = dist_sum_long(count);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    gradacc_reset(&tc->acc);
+    for (int j = 0; j < k; j++) {
+        float *g = gradacc_slot(&tc->acc);
+        size_t off = (size_t)j * micro_batch * T;
+        LossSums s = model_forward_backward(m, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, g,
+                                            NULL, NULL);
+        gradacc_push(&tc->acc);
+        tc->loss_local[2 * j] = s.ce_sum;
+        tc->loss_local[2 * j + 1] = s.z_sum;
+    }
+    float *local = gradacc_finish(&tc->acc);
+    if (step == fault_nan_step()) local[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
+    if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
+    return train_step_finish_sharded(tc, local, k, count, step);
 }

@@ -53,6 +53,12 @@ typedef struct {
 // inputs, targets: this rank's block of the global batch, (global_batch / world, T),
 // targets < 0 masked; processed micro_batch instances at a time. step counts from 1.
 // If grads_out != NULL and world == 1, the summed gradient (before clipping) is copied there.
+// The part of a sharded step after this rank's gradient tree, shared by the CPU and CUDA
+// backends: loss sums over ranks in global micro-batch order (tc->loss_local holds this
+// rank's k (ce, z) pairs), the fixed-order reduce-scatter of `local` (this rank's summed
+// gradient, full length), clipping from the chunked sharded norm, skip-step, AdamW on the
+// rank's shard and the all-gather of the parameters. count: non-masked tokens, all ranks.
+StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step);
 StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
                       int micro_batch, int T, long step, float *grads_out);
 
