@@ -21,6 +21,7 @@
 #include "data/tokenizer.h"
 #include "io/hf.h"
 #include "io/safetensors.h"
+#include "model/config_json.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
 #include "util/common.h"
@@ -54,19 +55,7 @@ static cJSON *parse_json_file(const char *path, char *err, size_t errlen) {
 
 // ---- the olmo_config JSON (same keys as train_state.json "model") -------------------------
 char *olmo_config_json(const ModelConfig *c, int seq_len) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(o, "padded_vocab", c->padded_vocab);
-    cJSON_AddNumberToObject(o, "d_model", c->d_model);
-    cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
-    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
-    cJSON_AddNumberToObject(o, "n_kv_heads", c->n_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "mlp_hidden", c->mlp_hidden);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    cJSON_AddNumberToObject(o, "rms_eps", c->rms_eps);
-    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
-    cJSON_AddNumberToObject(o, "full_attn_every", c->full_attn_every);
+    cJSON *o = model_config_to_json(c);
     if (seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", seq_len);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

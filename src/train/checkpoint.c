@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "model/config_json.h"
 #include "util/common.h"
 
 void ckpt_sha256_hex(const void *data, size_t len, char out[65]) {
@@ -105,22 +106,6 @@ static cJSON *hex_array(const double *x, int n) {
     return a;
 }
 
-static cJSON *model_json(const ModelConfig *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(o, "padded_vocab", c->padded_vocab);
-    cJSON_AddNumberToObject(o, "d_model", c->d_model);
-    cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
-    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
-    cJSON_AddNumberToObject(o, "n_kv_heads", c->n_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "mlp_hidden", c->mlp_hidden);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    cJSON_AddNumberToObject(o, "rms_eps", c->rms_eps);
-    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
-    cJSON_AddNumberToObject(o, "full_attn_every", c->full_attn_every);
-    return o;
-}
 
 static char *state_to_json(const TrainState *st) {
     cJSON *o = cJSON_CreateObject();
@@ -149,7 +134,7 @@ static char *state_to_json(const TrainState *st) {
     cJSON_AddNumberToObject(k, "sigma", st->skip.sigma);
     cJSON_AddItemToObject(k, "loss", hex_array(st->skip.loss, st->skip.n));
     cJSON_AddItemToObject(k, "grad_norm", hex_array(st->skip.gnorm, st->skip.n));
-    cJSON_AddItemToObject(o, "model", model_json(&st->cfg));
+    cJSON_AddItemToObject(o, "model", model_config_to_json(&st->cfg));
     cJSON_AddNumberToObject(o, "n_params", (double)st->n_params);
     cJSON_AddStringToObject(o, "recipe_sha256", st->recipe_sha256);
     cJSON_AddStringToObject(o, "recipe", st->recipe_yaml ? st->recipe_yaml : "");
