@@ -22,9 +22,11 @@ YAML=-lyaml
 [ -f /usr/lib/x86_64-linux-gnu/libyaml.a ] && YAML=-l:libyaml.a
 LDLIBS="-lopenblas -lpcre2-8 -lcjson $YAML -lzstd -lz -lcrypto -lm -lpthread"
 
+mkdir -p "$B"
 # The library: every src/ object with sanitizers + fuzzer coverage, no MPI.
 CFLAGS="-O1 -g -march=native -fsanitize=fuzzer-no-link $SAN" LDFLAGS="-fsanitize=address,undefined" \
-    make -s BUILD="$B" CC=clang MPI=0 -j"$JOBS" "$B/libolmo.a" >/dev/null
+    make -s BUILD="$B" CC=clang MPI=0 -j"$JOBS" "$B/libolmo.a" >"$B/make.log" 2>&1 ||
+    { tail -30 "$B/make.log"; echo "FAIL: building the fuzz library (log: $B/make.log)"; exit 1; }
 
 if [ $# -gt 0 ]; then HARNESSES="$*"; else
     HARNESSES=$(for f in fuzz/*.c; do n=$(basename "$f" .c); [ "$n" = util ] || echo "$n"; done)
