@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
+#include "train/metrics.h"
 #include "util/common.h"
 
 #define TOL_CE 0.02     // nats: held-out CE gap allowed at every landmark
@@ -71,7 +72,7 @@ typedef struct {
 typedef struct {
     const char *dir;
     EvalRec *ev;     // sorted by step; a step evaluated twice (a resumed run) keeps the last
-    int nev;
+    int nev, cap;
 } RunEvals;
 
 static int cmp_evrec(const void *a, const void *b) {
@@ -79,46 +80,36 @@ static int cmp_evrec(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static void add_eval(cJSON *o, void *ctx) {
+    RunEvals *run = ctx;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "eval") || !cJSON_IsNumber(step)) {
+        cJSON_Delete(o);
+        return;
+    }
+    // A step evaluated twice (after a resume): the last record counts.
+    long s = (long)step->valuedouble;
+    for (int i = 0; i < run->nev; i++)
+        if (run->ev[i].step == s) {
+            cJSON_Delete(run->ev[i].rec);
+            run->ev[i].rec = o;
+            return;
+        }
+    if (run->nev == run->cap) {
+        run->cap = run->cap ? 2 * run->cap : 16;
+        run->ev = xrealloc(run->ev, sizeof(EvalRec) * (size_t)run->cap);
+    }
+    run->ev[run->nev++] = (EvalRec){s, o};
+}
+
 static void load_evals(RunEvals *run, const char *dir) {
     run->dir = dir;
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_input("compare: run directory %s does not exist", dir);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    size_t len = 0;
-    char *text = read_file_all(path, &len);
-    if (!text) die_input("compare: %s: cannot read (not a run directory?)", path);
-    int cap = 16;
-    run->ev = xmalloc(sizeof(EvalRec) * (size_t)cap);
-    run->nev = 0;
-    long lineno = 0;
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        lineno++;
-        if (!*line) continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!o) {
-            // A run killed mid-write may leave a torn last line; anything else is corrupt.
-            if (!next || !*next) { warnf("compare: %s:%ld: ignoring an incomplete last line", path, lineno); continue; }
-            die_input("compare: %s:%ld: not a JSON object", path, lineno);
-        }
-        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
-        const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
-        if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "eval") || !cJSON_IsNumber(step)) {
-            cJSON_Delete(o);
-            continue;
-        }
-        long s = (long)step->valuedouble;
-        int replaced = 0;
-        for (int i = 0; i < run->nev; i++)
-            if (run->ev[i].step == s) { cJSON_Delete(run->ev[i].rec); run->ev[i].rec = o; replaced = 1; break; }
-        if (replaced) continue;
-        if (run->nev == cap) { cap *= 2; run->ev = xrealloc(run->ev, sizeof(EvalRec) * (size_t)cap); }
-        run->ev[run->nev++] = (EvalRec){s, o};
-    }
-    free(text);
-    if (run->nev == 0) die_input("compare: %s has no eval records (was the run trained with eval.sets / eval.tasks?)", path);
+    run->ev = NULL;
+    run->nev = run->cap = 0;
+    metrics_read(dir, "compare", add_eval, run);
+    if (run->nev == 0)
+        die_input("compare: %s/metrics.jsonl has no eval records (was the run trained with eval.sets / eval.tasks?)", dir);
     qsort(run->ev, (size_t)run->nev, sizeof(EvalRec), cmp_evrec);
 }
 

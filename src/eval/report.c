@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "eval/svg.h"
 #include "train/recipe.h"
+#include "train/metrics.h"
 #include "util/common.h"
 
 #define CHART_W 560
@@ -75,36 +76,23 @@ static void push_step_record(RecList *l, cJSON *o) {
     reclist_push(l, o);
 }
 
+static void add_record(cJSON *o, void *ctx) {
+    Run *run = ctx;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
+    const char *k = cJSON_IsString(kind) ? kind->valuestring : "";
+    int has_step = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "step"));
+    if (cJSON_GetObjectItemCaseSensitive(o, "alarm")) reclist_push(&run->alarms, o);
+    else if (!strcmp(k, "train") && has_step) push_step_record(&run->train, o);
+    else if (!strcmp(k, "eval") && has_step) push_step_record(&run->eval, o);
+    else cJSON_Delete(o);
+}
+
 static void load_run(Run *run, const char *dir) {
     memset(run, 0, sizeof *run);
     run->dir = dir;
+    metrics_read(dir, "report", add_record, run);
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_input("report: run directory %s does not exist", dir);
     char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    size_t len = 0;
-    char *text = read_file_all(path, &len);
-    if (!text) die_input("report: %s: cannot read (not a run directory?)", path);
-    long lineno = 0;
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        lineno++;
-        if (!*line) continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!o) {
-            if (!next || !*next) { warnf("report: %s:%ld: ignoring an incomplete last line", path, lineno); continue; }
-            die_input("report: %s:%ld: not a JSON object", path, lineno);
-        }
-        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
-        const char *k = cJSON_IsString(kind) ? kind->valuestring : "";
-        int has_step = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "step"));
-        if (cJSON_GetObjectItemCaseSensitive(o, "alarm")) reclist_push(&run->alarms, o);
-        else if (!strcmp(k, "train") && has_step) push_step_record(&run->train, o);
-        else if (!strcmp(k, "eval") && has_step) push_step_record(&run->eval, o);
-        else cJSON_Delete(o);
-    }
-    free(text);
     snprintf(path, sizeof path, "%s/recipe.yml", dir);
     if (stat(path, &st) == 0) {
         run->recipe = xcalloc(1, sizeof(Recipe));

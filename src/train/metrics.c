@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/common.h"
 
@@ -36,4 +37,31 @@ void format_duration(char *buf, int len, double s) {
     if (t >= 3600) snprintf(buf, (size_t)len, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
     else if (t >= 60) snprintf(buf, (size_t)len, "%ldm%02lds", t / 60, t % 60);
     else snprintf(buf, (size_t)len, "%lds", t);
+}
+
+void metrics_read(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx) {
+    struct stat st;
+    if (stat(run_dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_input("%s: run directory %s does not exist", who, run_dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    char *text = read_file_all(path, NULL);
+    if (!text) die_input("%s: %s: cannot read (not a run directory?)", who, path);
+    long lineno = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        lineno++;
+        if (!*line) continue;
+        cJSON *o = cJSON_Parse(line);
+        if (!o) {
+            // A run killed mid-write may leave a torn last line; anything else is corrupt.
+            if (!next || !*next) {
+                warnf("%s: %s:%ld: ignoring an incomplete last line", who, path, lineno);
+                continue;
+            }
+            die_input("%s: %s:%ld: not a JSON object", who, path, lineno);
+        }
+        fn(o, ctx);
+    }
+    free(text);
 }
