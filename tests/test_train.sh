@@ -35,6 +35,22 @@ $PY -c "import struct; open('$TMP/big.npy','wb').write(struct.pack('<256I', *([5
 bad id-too-big "big.npy" "$TMP/r.yml" data.paths="$TMP/big.npy" train.seq_len=16
 bad missing-recipe "nope.yml" "$TMP/nope.yml"
 
+# --- divergence: a loss that stays non-finite skips every step (weights untouched) and
+# stops the run after 16 in a row with exit 1 and a checkpoint of finite weights
+rc=0
+"$OLMO" train "$TMP/r.yml" train.run_dir="$TMP/div" optim.lr=1e4 optim.max_grad_norm=0 schedule.warmup_steps=0 \
+  schedule.name=constant train.max_steps=60 ckpt.interval=0 >"$TMP/div.log" 2>&1 || rc=$?
+[ $rc = 1 ] || { tail -5 "$TMP/div.log"; fail "diverged run: exit $rc, want 1"; }
+grep -q "16 consecutive steps had a non-finite loss" "$TMP/div.log" || fail "no divergence message"
+$PY - "$TMP/div" <<'PY' || fail "diverged run saved non-finite weights"
+import glob, sys, numpy as np
+sys.path.insert(0, "tests/ref")
+from safetensors_io import read
+d = sorted(glob.glob(sys.argv[1] + "/checkpoints/step-*"))[-1]
+assert all(np.isfinite(t).all() for t in read(d + "/model.safetensors").values())
+PY
+echo "divergence: stopped after 16 skipped non-finite steps, weights finite"
+
 # --- olmo info: the OLMo 3 7B numbers
 out=$("$OLMO" info configs/olmo3-7b-stage1.yml --world 512)
 echo "$out" | grep -q "7298617344 total" || fail "7B parameter count"

@@ -20,6 +20,7 @@
 #include "dist/dist.h"
 #include "eval/alarm.h"
 #include "eval/eval.h"
+#include "model/limits.h"
 #include "model/model.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
@@ -296,6 +297,9 @@ int cmd_train(int argc, char **argv) {
     if (resume < 0) fail_all(rank, 2, msg);
 
     Model m;
+    // Refuse, before allocating, what this machine cannot hold (src/model/limits.h).
+    char lim[512];
+    if (model_check_memory(&cfg, MB, T, lim, sizeof lim)) fail_all(rank, 2, lim);
     model_create(&m, &cfg, MB, T);
     param_init(&m.table, m.params, r->seed);
     TrainCore tc = {0};
@@ -475,7 +479,8 @@ int cmd_train(int argc, char **argv) {
     int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
     double t_start = now_seconds(), t_train = 0;
     long step = start_step, last_saved = start_step, steps_run = 0;
-    int stopped = 0;
+    int stopped = 0, diverged = 0;
+    long bad_run = 0;
     StepResult res = {0};
     while (step < total_steps) {
         step++;
@@ -529,6 +534,13 @@ int cmd_train(int argc, char **argv) {
         }
         // Every rank sees the same decision: a signal to any rank stops them all here.
         if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
+        // A run whose loss or gradient stays non-finite skips every step (the weights stay
+        // the last good ones); after 16 in a row it stops with a checkpoint and exit 1.
+        bad_run = res.skipped && (!isfinite(res.loss) || !isfinite(res.grad_norm)) ? bad_run + 1 : 0;
+        if (bad_run >= 16) {
+            diverged = 1;
+            g_stop = 1;
+        }
         if (dist_any(g_stop)) {
             stopped = 1;
             break;
@@ -544,7 +556,10 @@ int cmd_train(int argc, char **argv) {
         double wsec = ckpt_wait(w);
         if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(w), wsec);
         double wall = now_seconds() - t_start;
-        if (stopped) {
+        if (diverged) {
+            fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
+                            "skipped; stopped after step %ld with the last good weights checkpointed\n", bad_run, step);
+        } else if (stopped) {
             printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
         } else {
             snprintf(path, sizeof path, "%s/model.safetensors", r->run_dir);
@@ -569,5 +584,5 @@ int cmd_train(int argc, char **argv) {
     free(rp);
     free(ov);
     dist_finalize();
-    return 0;
+    return diverged ? 1 : 0;
 }
