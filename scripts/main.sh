@@ -24,6 +24,9 @@ bash scripts/prepare_default_corpus.sh data/brown
 tok=data/brown/tokens
 indomain=$(ls $tok/*.heldout.npy | grep -v science_fiction | sort)
 cat $indomain > $tok/heldout_indomain.npy.tmp && mv $tok/heldout_indomain.npy.tmp $tok/heldout_indomain.npy
+# Stage 2's own in-domain held-out set: the held-out documents of its 7 categories.
+midtrain=$(for c in belles_lettres government hobbies learned lore news religion; do echo $tok/$c.heldout.npy; done)
+cat $midtrain > $tok/heldout_midtrain.npy.tmp && mv $tok/heldout_midtrain.npy.tmp $tok/heldout_midtrain.npy
 /usr/bin/python3 scripts/make_tasks.py --corpus data/brown --out data/brown/tasks >/dev/null
 
 s1=()
@@ -67,11 +70,13 @@ import json
 def evals(run):
     return [r for r in map(json.loads, open(run + "/metrics.jsonl")) if r.get("kind") == "eval"]
 e1, e2 = evals("runs/brown/stage1"), evals("runs/brown/stage2")
-first, mid, last = e1[0], e1[-1], e2[-1]
+def at(recs, k, i):   # first (i=0) or last (i=-1) record that has key k
+    recs = [r for r in recs if k in r]
+    return recs[i][k]
 print("held-out cross-entropy (nats/token)       start   after stage 1   after stage 2")
 for s in ("brown_heldout", "scifi_ood"):
     k = f"eval/{s}/ce"
-    print(f"  {s:<38} {first[k]:7.3f}   {mid[k]:13.3f}   {last[k]:13.3f}")
+    print(f"  {s:<38} {at(e1, k, 0):7.3f}   {at(e1, k, -1):13.3f}   {at(e2, k, -1):13.3f}")
 d = json.load(open("runs/brown/stage2/downstream.json"))
 print("downstream (final model):", ", ".join(
     f"{t} acc {d[f'task/{t}/acc']:.3f}" for t in ("brown_next_sentence", "copy", "arithmetic")))

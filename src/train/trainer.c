@@ -150,14 +150,23 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     fflush(stdout);
 }
 
-// The memorization alarm's view of the run: mean training loss since the last
-// evaluation against the watched in-domain held-out CE (src/eval/alarm.h).
+// The memorization alarm's view of the run: the training loss just before an evaluation
+// (mean of the last WATCH_STEPS steps) against the watched in-domain held-out CE
+// (src/eval/alarm.h). Not the mean since the previous evaluation: while the loss falls
+// fast that mean lags far behind the point-in-time held-out CE, and the shrinking lag
+// looks like a growing train/held-out gap.
+#define WATCH_STEPS 5
 typedef struct {
     MemoAlarm alarm;
-    double loss_sum;
-    long loss_n;
+    double last[WATCH_STEPS];
+    long n;             // training losses recorded since the previous evaluation
     char set[160];      // "eval/<set>/ce" key, or "" = the first set's
 } Watch;
+
+static void watch_loss(Watch *w, double loss) {
+    w->last[w->n % WATCH_STEPS] = loss;
+    w->n++;
+}
 
 static double watched_ce(const cJSON *o, const char *key) {
     const cJSON *it;
@@ -180,9 +189,11 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     eval_print_summary(o, step);
     double ce = watched_ce(o, w->set);
     cJSON_Delete(o);
-    double train = w->loss_n ? w->loss_sum / (double)w->loss_n : NAN;
-    w->loss_sum = 0;
-    w->loss_n = 0;
+    long k = w->n < WATCH_STEPS ? w->n : WATCH_STEPS;
+    double train = 0;
+    for (long i = 0; i < k; i++) train += w->last[i];
+    train = k ? train / (double)k : NAN;
+    w->n = 0;
     char why[512];
     if (memo_alarm_update(&w->alarm, step, train, ce, why, sizeof why)) {
         cJSON *a = cJSON_CreateObject();
@@ -526,8 +537,7 @@ int cmd_train(int argc, char **argv) {
             }
         }
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
-        watch.loss_sum += res.loss;
-        watch.loss_n++;
+        watch_loss(&watch, res.loss);
         if (ev && eval_due(ev, step, total_steps)) {
             if (be) backend_sync_to_host(be, &tc, 0);
             run_eval(ev, &m, &log, step, &watch);
