@@ -4,7 +4,7 @@
 CC ?= gcc
 BUILD ?= build
 CFLAGS ?= -O3 -march=native
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno -Isrc -I/usr/include/cjson -MMD -MP
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno -fno-trapping-math -Isrc -I/usr/include/cjson -MMD -MP
 LDLIBS := -lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread
 LDFLAGS += -fopenmp
 # MPI=1 (default): data parallelism over OpenMPI (`mpirun -np W build/olmo train ...`).

@@ -30,12 +30,20 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
 #pragma omp simd reduction(max : mx)
             for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
             float target_logit = t >= 0 ? lg[t] : 0.0f;
+            // Sum in fp32 vector lanes over blocks of 256, then in double across blocks: the
+            // inner loop vectorizes (a double accumulator would not), and a lane sums at
+            // most 16 terms, so the total keeps double-like accuracy.
             double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-            for (int v = 0; v < V; v++) {
-                float e = vexpf(lg[v] - mx);
-                lg[v] = e;
-                sum += e;
+            for (int v0 = 0; v0 < V; v0 += 256) {
+                const int v1 = v0 + 256 < V ? v0 + 256 : V;
+                float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+                for (int v = v0; v < v1; v++) {
+                    float e = vexpf(lg[v] - mx);
+                    lg[v] = e;
+                    bs += e;
+                }
+                sum += bs;
             }
             double lse = mx + log(sum);
             if (t < 0) {
