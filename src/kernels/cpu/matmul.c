@@ -4,15 +4,18 @@
 // So we split the output ourselves into blocks along its larger dimension and run one
 // single-threaded sgemm per block inside an OpenMP loop (OpenBLAS runs single-threaded
 // inside a parallel region). Block sizes are a function of the shape alone (about 32
-// blocks, multiples of 64, at least 64), never of the thread count, so neither is any
+// blocks, multiples of 64, at least 256 once the dim reaches 1024), never of the thread count, so neither is any
 // result. Large blocks keep the per-call packing of the shared operand cheap.
 #include <cblas.h>
 
 #include "kernels/kernels.h"
 
+// Each block's call repacks the whole shared operand, so blocks below 256 rows cost more
+// in packing than they gain; large dims (the LM head's vocab) get ~32 blocks.
 static int block_size(int dim) {
     int b = (dim + 31) / 32;
     b = (b + 63) / 64 * 64;
+    if (b < 256 && dim >= 1024) b = 256;
     return b < 64 ? 64 : b;
 }
 
