@@ -648,15 +648,21 @@ static void test_small_helpers(void) {
 // and elements that land on a different tile edge get a different micro-kernel and
 // summation order: e.g. N=193 C=160 OC=211 gives ~1000 of 40723 forward outputs that differ
 // in the last bits between 1 and 2 threads (dinp/dW: ~70% differ). lmhead inherits it.
-// Fixing it belongs in matmul.c (e.g. split rows into fixed 64-row blocks, one sgemm per
-// block inside an omp parallel for, where OpenBLAS runs single-threaded; dW: fixed blocks
-// of OC rows), not in this test.
+// Fixed in matmul.c: shape-derived blocks, one single-threaded sgemm per block inside an
+// OpenMP loop.
 static void test_determinism(void) {
     {   // big enough for OpenBLAS to split the work over threads
         MMDet c = {193, 160, 211, frand(193 * 160, 1), frand(211 * 160, 1), frand(193 * 211, 1)};
         det_check("matmul fwd N=193 C=160 OC=211", mm_det_fwd, &c, sizeof(float) * 193 * 211);
         det_check("matmul bwd dinp N=193 C=160 OC=211", mm_det_dinp, &c, sizeof(float) * 193 * 160);
         det_check("matmul bwd dW N=193 C=160 OC=211", mm_det_dW, &c, sizeof(float) * 211 * 160);
+        free(c.inp); free(c.W); free(c.dout);
+    }
+    {   // dims >= 1024 take the 256-row blocks of matmul.c's block_size
+        MMDet c = {1100, 48, 1030, frand(1100 * 48, 1), frand(1030 * 48, 1), frand(1100 * 1030, 1)};
+        det_check("matmul fwd N=1100 C=48 OC=1030", mm_det_fwd, &c, sizeof(float) * 1100 * 1030);
+        det_check("matmul bwd dinp N=1100 C=48 OC=1030", mm_det_dinp, &c, sizeof(float) * 1100 * 48);
+        det_check("matmul bwd dW N=1100 C=48 OC=1030", mm_det_dW, &c, sizeof(float) * 1030 * 48);
         free(c.inp); free(c.W); free(c.dout);
     }
     {
