@@ -9,16 +9,7 @@
 
 #include "eval/alarm.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                             \
-    do {                                                             \
-        if (!(cond)) {                                               \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);     \
-            fprintf(stderr, __VA_ARGS__);                            \
-            fprintf(stderr, "\n");                                   \
-            failures++;                                              \
-        }                                                            \
-    } while (0)
+#include "check.h"
 
 // Deterministic uniform noise in [-1, 1).
 static double noise(unsigned *s) {

@@ -14,16 +14,7 @@
 #include "train/optim.h"
 #include "util/common.h"
 
-static int fails;
-#define CHECK(c, ...)                                           \
-    do {                                                        \
-        if (!(c)) {                                             \
-            fails++;                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                       \
-            fprintf(stderr, "\n");                              \
-        }                                                       \
-    } while (0)
+#include "check.h"
 
 int main(void) {
     // shard bounds
@@ -122,6 +113,6 @@ int main(void) {
     CHECK(zero, "outputs touched by a refused load");
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {}
-    printf("%s\n", fails ? "test_checkpoint: FAILED" : "test_checkpoint: ok");
-    return fails != 0;
+    printf("%s\n", failures ? "test_checkpoint: FAILED" : "test_checkpoint: ok");
+    return failures != 0;
 }

@@ -17,16 +17,7 @@
 #include "data/loader.h"
 #include "data/pcg64.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
+#include "check.h"
 
 static char dir[256];
 enum { T = 16, VOCAB = 1 << 20 };

@@ -1,0 +1,19 @@
+// check.h: the CHECK macro of the C tests: a failed condition prints file:line and a
+// message, and is counted in `failures` (the test exits non-zero when it is not 0).
+#ifndef OLMO_TEST_CHECK_H
+#define OLMO_TEST_CHECK_H
+
+#include <stdio.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+        }                                                        \
+    } while (0)
+
+#endif
