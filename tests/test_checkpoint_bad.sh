@@ -6,7 +6,7 @@
 # `latest` naming a missing directory, a train_state.json that does not parse, a
 # train.resume PATH that does not exist, a world size that does not divide the batch.
 cd "$(dirname "$0")/.."
-source tests/test_resume_lib.sh
+source tests/resume_lib.sh
 BASE=$TMP/base
 train $BASE train.max_steps=4 ckpt.interval=2 || fail "base run: $(tail -5 $BASE.log)"
 # expect_bad NAME PATTERN [key=value...]: resume a fresh copy of BASE (its step-4

@@ -6,7 +6,7 @@
 # checkpoint resumed on the CPU continue the CPU-only run's metrics within bf16 noise
 # (loss, ce, grad norm, lr: 5e-2 relative), and within 1e-4 in train.precision=fp32;
 # two GPU runs are bitwise identical; with mpirun, 2 and 4 GPU ranks are bitwise identical.
-source "$(dirname "$0")/test_resume_lib.sh"
+source "$(dirname "$0")/resume_lib.sh"
 
 bad() {   # bad NAME EXPECTED-SUBSTRING [args...]
   local name=$1 want=$2; shift 2

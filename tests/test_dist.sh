@@ -9,7 +9,7 @@
 #     within 1e-5 relative of the uninterrupted W = 2 run, and the W = 4 resume (3 per rank,
 #     the W = 2 tree is 6 per rank) is checked against it too.
 cd "$(dirname "$0")/.."
-source tests/test_resume_lib.sh
+source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
 TOL=1e-5
 

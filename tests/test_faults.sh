@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_faults.sh: fault injection on `olmo train` (tiny model of test_resume_lib.sh, 12 steps).
+# test_faults.sh: fault injection on `olmo train` (tiny model of resume_lib.sh, 12 steps).
 # Each case ends with a resumed run that finishes with no data lost: the same model bits
 # (and every step's metrics exactly once) as an uninterrupted run. test_resume.sh already
 # covers SIGTERM and one SIGKILL during a checkpoint; this adds:
@@ -19,7 +19,7 @@
 #     bitwise.
 #  5. An MPI rank SIGKILLed (2 ranks): the job stops, the checkpoints are intact, 1 rank
 #     resumes it.
-source "$(dirname "$0")/test_resume_lib.sh"
+source "$(dirname "$0")/resume_lib.sh"
 set +e   # the cases check exit codes themselves
 STRACE=$(command -v strace || true)
 

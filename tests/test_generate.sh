@@ -9,7 +9,7 @@
 #  - text prompts through the dolma2 tokenizer on a vocab-100278 model (deterministic);
 #  - bad arguments exit 2.
 cd "$(dirname "$0")/.."
-source tests/test_resume_lib.sh
+source tests/resume_lib.sh
 R=$TMP/run R2=$TMP/run2
 train $R || fail "train: $(tail -5 $R.log)"
 train $R2 model.full_attn_every=2 model.sliding_window=5 model.n_kv_heads=4 train.max_steps=3 || fail "train 2: $(tail -5 $R2.log)"

@@ -10,7 +10,7 @@
 #      BF16 shards + index.json and tied embeddings import correctly;
 #  (c) every bad input exits 2 with a message naming the problem.
 cd "$(dirname "$0")/.."
-source tests/test_resume_lib.sh
+source tests/resume_lib.sh
 R=$TMP/run HF=$TMP/hf IMP=$TMP/imp
 train $R || fail "train: $(tail -5 $R.log)"
 "$OLMO" export-hf $R $HF 2>$TMP/exp.log || fail "export-hf: $(cat $TMP/exp.log)"

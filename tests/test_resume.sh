@@ -5,7 +5,7 @@
 # resumes from the last complete checkpoint and still ends bitwise identical), metrics
 # truncation on resume, retention (ckpt.keep_last / ckpt.keep_every), resume=never.
 cd "$(dirname "$0")/.."
-source tests/test_resume_lib.sh
+source tests/resume_lib.sh
 A=$TMP/A B=$TMP/B
 train $A train.resume=never || fail "straight run: $(tail -5 $A.log)"
 # N + resume + N via train.stop_at (deterministic stop, same path as SIGTERM)

@@ -2,7 +2,7 @@
 # test_stage.sh: the OLMo 3 stage transition (train.load_path, load_optim,
 # load_trainer_state): stage 2 starts from stage 1's weights and Adam moments while its
 # step counter, schedule and loader restart; weights-only loading; bad load paths.
-source "$(dirname "$0")/test_resume_lib.sh"
+source "$(dirname "$0")/resume_lib.sh"
 PYC() { $PY - "$@"; }
 train "$TMP/s1" train.max_steps=4
 # lr 0, no decay: stage 2's first update leaves the weights untouched, so its saved model

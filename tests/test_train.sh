@@ -2,7 +2,7 @@
 # test_train.sh: `olmo train` and `olmo info` (issue 2): bitwise determinism across
 # OMP_NUM_THREADS, bad input (exit 2, a message naming the key or file, nothing written),
 # and the OLMo 3 7B figures of `olmo info` (OLMO3.md sections 1 and 8).
-source "$(dirname "$0")/test_resume_lib.sh"
+source "$(dirname "$0")/resume_lib.sh"
 
 # --- determinism: same recipe + seed, 1 vs 2 threads: identical metrics and weights
 OMP_NUM_THREADS=1 train "$TMP/t1" train.max_steps=4 ckpt.interval=0

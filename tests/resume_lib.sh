@@ -1,4 +1,4 @@
-# test_resume_lib.sh: shared setup of the checkpoint / resume / distributed tests (sourced):
+# resume_lib.sh: shared setup of the checkpoint / resume / distributed tests (sourced):
 # a synthetic token file (ids < 1000), a tiny recipe, helpers. Run directly it does nothing.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && { echo "helper sourced by test_resume.sh, test_checkpoint_bad.sh, test_dist.sh, test_stage.sh, test_train.sh"; exit 0; }
 set -euo pipefail
