@@ -4,7 +4,7 @@
 # OLMo 3 model through both stages (pretraining, then midtraining from stage 1's weights
 # and Adam moments on another mixture), evaluate on held-out data (in-domain held-out
 # documents, the out-of-domain science_fiction category, and downstream multiple-choice
-# tasks), and write report.html. About 10 minutes on 2 CPU cores.
+# tasks), and write report.html. About 5 minutes on an idle 2-core machine.
 # Rerunning continues from the checkpoints already written (train.resume=auto).
 # Environment: OLMO_STAGE1_STEPS / OLMO_STAGE2_STEPS shorten the run (smoke tests).
 set -euo pipefail
