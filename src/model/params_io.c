@@ -21,10 +21,8 @@ int params_load_safetensors(const ParamTable *t, float *params, const char *path
             continue;
         }
         int shape_ok = s->ndim == p->ndim && s->shape[0] == p->shape[0] && (p->ndim == 1 || s->shape[1] == p->shape[1]);
-        float probe;
         int dtype_ok = strcmp(s->dtype, "F32") == 0 || strcmp(s->dtype, "BF16") == 0 || strcmp(s->dtype, "F16") == 0 ||
                        strcmp(s->dtype, "F64") == 0;
-        (void)probe;
         if (!shape_ok || !dtype_ok) {
             char got[128] = "";
             for (int d = 0, o = 0; d < s->ndim && o < 100; d++) o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)s->shape[d]);

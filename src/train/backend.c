@@ -151,9 +151,7 @@ static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t
     CudaModel *cm = be->cm;
     const int W = tc->world;
     const int local_batch = global_batch / W, k = local_batch / micro_batch;
-    long count = 0;
-    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
-    count = dist_sum_long(count);
+    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     cuda_grad_reset(cm);
     for (int j = 0; j < k; j++) {
@@ -181,8 +179,7 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
     if (be->sharded) return backend_step_sharded(be, tc, inputs, targets, global_batch, micro_batch, T, step);
     StepResult r = {0};
     CudaModel *cm = be->cm;
-    long count = 0;
-    for (size_t i = 0; i < (size_t)global_batch * T; i++) count += targets[i] >= 0;
+    long count = train_count_targets(tc, targets, (size_t)global_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
     cuda_grad_reset(cm);

@@ -66,9 +66,7 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
     StepResult r = {0};
     Model *m = tc->model;
     const size_t n = m->table.total;
-    // OLMo 3: loss = sum of token losses / non-masked tokens in the whole global batch.
-    long count = 0;
-    for (size_t i = 0; i < (size_t)global_batch * T; i++) count += targets[i] >= 0;
+    long count = train_count_targets(tc, targets, (size_t)global_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
     gradacc_reset(&tc->acc);
@@ -95,6 +93,13 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
                 !isfinite(r.grad_norm);
     if (!r.skipped) adamw_apply(&tc->opt, m->params, grads, r.lr);
     return r;
+}
+
+long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) {
+    long count = 0;
+    for (size_t i = 0; i < n; i++) count += targets[i] >= 0;
+    // An exact integer sum over ranks: every rank scales its loss by the same 1/count.
+    return tc->bounds ? dist_sum_long(count) : count;
 }
 
 StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step) {
@@ -140,10 +145,7 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
     Model *m = tc->model;
     const int W = tc->world;
     const int local_batch = global_batch / W, k = local_batch / micro_batch;
-    // The count is an exact integer sum over ranks: every rank scales by the same 1/count.
-    long count = 0;
-    for (size_t i = 0; i < (size_t)local_batch * T; i++) count += targets[i] >= 0;
-    count = dist_sum_long(count);
+    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     gradacc_reset(&tc->acc);
     for (int j = 0; j < k; j++) {

@@ -53,6 +53,9 @@ typedef struct {
 // inputs, targets: this rank's block of the global batch, (global_batch / world, T),
 // targets < 0 masked; processed micro_batch instances at a time. step counts from 1.
 // If grads_out != NULL and world == 1, the summed gradient (before clipping) is copied there.
+// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, summed
+// over ranks when the core is sharded, so it is the whole global batch's count everywhere.
+long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
 // The part of a sharded step after this rank's gradient tree, shared by the CPU and CUDA
 // backends: loss sums over ranks in global micro-batch order (tc->loss_local holds this
 // rank's k (ce, z) pairs), the fixed-order reduce-scatter of `local` (this rank's summed
