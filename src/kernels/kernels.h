@@ -9,6 +9,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// ---- matmul precision (process-wide) ---------------------------------------------------
+// MATMUL_FP32: fp32 operands. MATMUL_BF16: both operands of every matmul (linear layers and
+// the LM head, forward and backward) are rounded to bf16 (round to nearest even), products
+// are accumulated in fp32 and the output stays fp32 -- autocast semantics with fp32
+// outputs. Everything else (norms, RoPE, attention, softmax/loss, optimizer, master
+// weights) stays fp32. On CPUs with AMX-BF16 the bf16 matmuls run on AMX tiles
+// (bf16_amx.c); elsewhere they are emulated (operands rounded, fp32 sgemm): same
+// rounding, different summation order, so bitwise results are per machine kind.
+typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1 } MatmulPrecision;
+void matmul_set_precision(MatmulPrecision p);
+MatmulPrecision matmul_get_precision(void);
+// "amx" when bf16 matmuls run on AMX tiles, else "emulated".
+const char *matmul_bf16_engine(void);
+
 // ---- matmul (nn.Linear without bias): out = inp @ W^T -------------------------------
 // out (N, OC), inp (N, C), W (OC, C)
 void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC);

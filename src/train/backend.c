@@ -47,10 +47,6 @@ int backend_resolve(const char *backend, const char *precision, BackendKind *kin
         snprintf(err, errlen, "train.precision: unknown precision '%s' (fp32 | bf16)", precision);
         return -1;
     }
-    if (*kind == BACKEND_CPU && *prec == PRECISION_BF16) {
-        snprintf(err, errlen, "train.precision=bf16 needs train.backend=cuda (the CPU backend is fp32)");
-        return -1;
-    }
     if (*kind == BACKEND_CUDA) {
 #ifndef OLMO_CUDA
         snprintf(err, errlen, "train.backend=cuda: this binary was built without CUDA (nvcc was not found at build "
@@ -72,7 +68,11 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
     Backend *be = xcalloc(1, sizeof *be);
     be->kind = kind;
     be->prec = prec;
-    if (kind == BACKEND_CPU) return be;
+    if (kind == BACKEND_CPU) {
+        // bf16 on the CPU: matmul operands in bf16, fp32 accumulation (kernels.h)
+        matmul_set_precision(prec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
+        return be;
+    }
 #ifdef OLMO_CUDA
     Model *m = tc->model;
     if (tc->world > 1) {
@@ -112,7 +112,13 @@ BackendKind backend_kind(const Backend *be) { return be ? be->kind : BACKEND_CPU
 
 void backend_describe(const Backend *be, char *out, size_t outlen) {
     out[0] = 0;
-    if (!be || be->kind == BACKEND_CPU) return;
+    if (!be) return;
+    if (be->kind == BACKEND_CPU) {
+        if (be->prec == PRECISION_BF16)
+            snprintf(out, outlen, "backend: cpu, bf16 matmul operands (%s), fp32 accumulation/activations/master/Adam",
+                     matmul_bf16_engine());
+        return;
+    }
 #ifdef OLMO_CUDA
     char dev[256];
     cuda_device_describe(dev, sizeof dev);

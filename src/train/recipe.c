@@ -73,7 +73,7 @@ static const Key KEYS[] = {
     {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
     {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (one NVIDIA GPU; docs/cuda.md)"},
-    {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cuda only)"},
+    {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
 
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
     {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
@@ -612,8 +612,6 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: train.backend must be cpu or cuda, got '%s'", o, r->backend);
     if (r->precision[0] && strcmp(r->precision, "fp32") && strcmp(r->precision, "bf16"))
         die_input("%s: train.precision must be fp32 or bf16 (or empty for the backend's default), got '%s'", o, r->precision);
-    if (!strcmp(r->backend, "cpu") && !strcmp(r->precision, "bf16"))
-        die_input("%s: train.precision=bf16 needs train.backend=cuda (the CPU backend is fp32)", o);
     if (r->log_every <= 0) die_input("%s: train.log_every must be > 0, got %d", o, r->log_every);
     if (r->memo_k < 2 || r->memo_k > 64) die_input("%s: alarm.memo_k must be in 2..64, got %d", o, r->memo_k);
     if (!(r->memo_drop > 0)) die_input("%s: alarm.memo_drop must be > 0, got %g", o, r->memo_drop);

@@ -464,7 +464,7 @@ int cmd_train(int argc, char **argv) {
         if (be) {
             char desc[512];
             backend_describe(be, desc, sizeof desc);
-            printf("%s\n", desc);
+            if (desc[0]) printf("%s\n", desc);
         }
         fflush(stdout);
     }

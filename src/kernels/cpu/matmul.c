@@ -6,9 +6,21 @@
 // inside a parallel region). Block sizes are a function of the shape alone (about 32
 // blocks, multiples of 64, at least 256 once the dim reaches 1024), never of the thread count, so neither is any
 // result. Large blocks keep the per-call packing of the shared operand cheap.
+// MATMUL_BF16 (kernels.h) packs both operands to bf16 tiles and runs bf16_gemm on AMX,
+// or, without AMX, multiplies bf16-rounded fp32 copies with the same sgemm_det.
 #include <cblas.h>
 
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/kernels.h"
+
+static MatmulPrecision g_precision = MATMUL_FP32;
+void matmul_set_precision(MatmulPrecision p) {
+    g_precision = p;
+    if (p == MATMUL_BF16) bf16_amx_available();  // probe once, outside parallel regions
+}
+MatmulPrecision matmul_get_precision(void) { return g_precision; }
+const char *matmul_bf16_engine(void) { return bf16_amx_available() ? "amx" : "emulated"; }
 
 // Each block's call repacks the whole shared operand, so blocks below 256 rows cost more
 // in packing than they gain; large dims (the LM head's vocab) get ~32 blocks.
@@ -20,7 +32,7 @@ static int block_size(int dim) {
 }
 
 // C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, row-major.
-static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
+void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
     if (M >= N) {
         const int BLOCK = block_size(M);
@@ -43,13 +55,49 @@ static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int 
     }
 }
 
+// rows x cols of src rounded to bf16 values (kept as fp32) into workspace `slot`
+const float *bf16_rounded_copy(int slot, const float *src, size_t n) {
+    float *dst = bf16_workspace(slot, sizeof(float) * n);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(bf16_round(src[i]));
+    return dst;
+}
+
+// bf16 C (M, N) (+)= A (M, K) @ B (K, N); a_trans/b_trans as in bf16_pack_a/_b, lda/ldb the
+// source row strides; emulated: the same products from rounded copies through sgemm_det.
+void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+               int accumulate, float *C, int ldc) {
+    if (bf16_amx_available()) {
+        int kbt = bf16_ktiles(K);
+        uint16_t *pa = bf16_workspace(0, sizeof(uint16_t) * bf16_packed_a_size(M, kbt));
+        uint16_t *pb = bf16_workspace(1, sizeof(uint16_t) * bf16_packed_b_size(N, kbt));
+        bf16_pack_a(pa, kbt, 0, A, lda, a_trans, M, K);
+        bf16_pack_b(pb, kbt, 0, B, ldb, b_trans, K, N);
+        bf16_gemm(C, ldc, 0, pa, kbt, pb, kbt, M, N, K, accumulate);
+        return;
+    }
+    const float *ra = bf16_rounded_copy(0, A, (size_t)(a_trans ? K : M) * lda);
+    const float *rb = bf16_rounded_copy(1, B, (size_t)(b_trans ? N : K) * ldb);
+    sgemm_det(a_trans ? CblasTrans : CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, M, N, K, ra, lda, rb, ldb,
+              accumulate ? 1.0f : 0.0f, C, ldc);
+}
+
 // out (N, OC) = inp (N, C) @ W^T, W (OC, C)
 void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC) {
+    if (g_precision == MATMUL_BF16) {
+        gemm_bf16(0, 1, N, OC, C, inp, C, W, C, 0, out, OC);
+        return;
+    }
     sgemm_det(CblasNoTrans, CblasTrans, N, OC, C, inp, C, W, C, 0.0f, out, OC);
 }
 
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int C, int OC, int accumulate_dinp, int accumulate_dW) {
+    if (g_precision == MATMUL_BF16) {
+        if (dinp) gemm_bf16(0, 0, N, C, OC, dout, OC, W, C, accumulate_dinp, dinp, C);
+        if (dW) gemm_bf16(1, 0, OC, C, N, dout, OC, inp, C, accumulate_dW, dW, C);
+        return;
+    }
     // dinp (N, C) = dout (N, OC) @ W (OC, C)
     if (dinp) sgemm_det(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, W, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
     // dW (OC, C) = dout^T (OC, N) @ inp (N, C)

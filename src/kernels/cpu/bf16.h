@@ -1,0 +1,53 @@
+// bf16.h: the CPU backend's bf16 matmul engine (internal to src/kernels/cpu).
+// Operands are packed once into AMX tile layouts, then multiplied with fp32 accumulation:
+//   packed A (M, K): tiles [M/16][KBT][16 rows][32 k]         (row i holds 32 consecutive k)
+//   packed B (K, N): tiles [N/16][KBT][16 k-pairs][16 n][2]   (VNNI: k pairs side by side)
+// M, N are padded to 16 and K to 32 with zeros; KBT (k-tiles per row of tiles) may exceed
+// ceil(K/32) so that several packs can fill disjoint k ranges of one buffer (kb0).
+// Every tile is 512 bf16 (1 KiB). Rounding: fp32 -> bf16 round to nearest even, with
+// zero/denormal inputs giving a signed zero (what VCVTNE2PS2BF16 does; bf16_round matches).
+// Determinism: each output element sums its k-tiles in index order; the work split over
+// threads is by output block and never changes a sum.
+#ifndef OLMO_BF16_H
+#define OLMO_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BF16_TILE 512   // bf16 elements per tile
+
+static inline int bf16_mtiles(int M) { return (M + 15) / 16; }
+static inline int bf16_ktiles(int K) { return (K + 31) / 32; }
+// bf16 elements of a packed A (M, K) or B (K, N) with kbt k-tiles per tile row
+static inline size_t bf16_packed_a_size(int M, int kbt) { return (size_t)bf16_mtiles(M) * kbt * BF16_TILE; }
+static inline size_t bf16_packed_b_size(int N, int kbt) { return (size_t)bf16_mtiles(N) * kbt * BF16_TILE; }
+
+uint16_t bf16_round(float f);
+static inline float bf16_to_float(uint16_t h) {
+    union { uint32_t u; float f; } c = {(uint32_t)h << 16};
+    return c.f;
+}
+
+// 1 when AMX-BF16 is present and the kernel granted tile data (asked once, thread-safe).
+int bf16_amx_available(void);
+
+// Pack A (M, K) from fp32: trans=0: A[i][k] = src[i*ld + k]; trans=1: A[i][k] = src[k*ld + i].
+// Writes k-tiles kb0 .. kb0+ceil(K/32)-1 of each tile row (kbt per row in dst).
+void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K);
+// Pack B (K, N) from fp32: trans=0: B[k][n] = src[k*ld + n]; trans=1: B[k][n] = src[n*ld + k].
+void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N);
+// P = A @ B (M, N); stored to C (row stride ldc) as C = P, or C^T = P when c_trans (C is
+// then (N, M)); += instead of = when accumulate. K: the k extent to use (the first
+// ceil(K/32) k-tiles of each packed row). Needs bf16_amx_available().
+void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
+               int N, int K, int accumulate);
+
+// A grow-only scratch buffer per slot (no per-step allocation once warm); 64-byte aligned.
+// Slots: 0-1 matmul operands, 2-6 the LM head. Callers are the (single) training thread.
+void *bf16_workspace(int slot, size_t bytes);
+
+// LM head (lmhead.c): tokens per dW group on the AMX path; 0 = as many as fit 256 MiB of
+// bf16 dlogits. Tests set it to force several groups.
+extern int bf16_lmhead_group;
+
+#endif

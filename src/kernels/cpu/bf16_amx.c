@@ -1,0 +1,270 @@
+// bf16_amx.c: packing into AMX tile layouts and the AMX-BF16 GEMM (layouts in bf16.h).
+// Compiled with -mamx-tile -mamx-bf16 -mavx512bf16 (Makefile) and only entered after
+// bf16_amx_available() said yes, so the rest of the binary still runs on any x86-64.
+// The GEMM computes 32x32 output blocks with 4 accumulator tiles (2x2), 2 A and 2 B tiles
+// per 32-wide k step; one TDPBF16PS is a 16x16x32 multiply-accumulate in fp32.
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/bf16.h"
+
+// ---- packing ----------------------------------------------------------------------------
+
+// Column-within-pair interleave: word 2j <- word j (first row), word 2j+1 <- word 16+j.
+static const uint16_t PAIR_IDX[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+// 16 floats of r0 and of r1 -> 16 (r0[j], r1[j]) bf16 pairs, one per 32-bit element j
+static inline __m512i cvt_pairs(const float *r0, const float *r1) {
+    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(r1), _mm512_loadu_ps(r0));
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(PAIR_IDX), v);
+}
+// 32 consecutive floats -> 32 bf16 in order
+static inline __m512i cvt32(const float *p) {
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
+}
+
+// In-register 16x16 transpose of 32-bit elements: r[k] becomes column k of the input.
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+// Edge tiles (partly outside the matrix) go element by element, zero-padded.
+static void pack_a_tile_scalar(uint16_t *tile, const float *src, int ld, int trans, int M, int K, int i0, int k0) {
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 32; c++) {
+            int i = i0 + r, k = k0 + c;
+            float x = i < M && k < K ? (trans ? src[(size_t)k * ld + i] : src[(size_t)i * ld + k]) : 0.0f;
+            tile[r * 32 + c] = bf16_round(x);
+        }
+}
+static void pack_b_tile_scalar(uint16_t *tile, const float *src, int ld, int trans, int K, int N, int k0, int n0) {
+    for (int p = 0; p < 16; p++)
+        for (int c = 0; c < 16; c++)
+            for (int h = 0; h < 2; h++) {
+                int k = k0 + 2 * p + h, n = n0 + c;
+                float x = k < K && n < N ? (trans ? src[(size_t)n * ld + k] : src[(size_t)k * ld + n]) : 0.0f;
+                tile[(p * 16 + c) * 2 + h] = bf16_round(x);
+            }
+}
+
+void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K) {
+    const int MT = bf16_mtiles(M), KT = bf16_ktiles(K);
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < (long)MT * KT; t++) {
+        int mt = (int)(t / KT), kt = (int)(t % KT), i0 = mt * 16, k0 = kt * 32;
+        uint16_t *tile = dst + ((size_t)mt * kbt + kb0 + kt) * BF16_TILE;
+        if (i0 + 16 > M || k0 + 32 > K) {
+            pack_a_tile_scalar(tile, src, ld, trans, M, K, i0, k0);
+        } else if (!trans) {
+            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, cvt32(src + (size_t)(i0 + r) * ld + k0));
+        } else {
+            // pairs p = (k0+2p, k0+2p+1) across 16 rows i, then transpose to rows i
+            __m512i v[16];
+            for (int p = 0; p < 16; p++)
+                v[p] = cvt_pairs(src + (size_t)(k0 + 2 * p) * ld + i0, src + (size_t)(k0 + 2 * p + 1) * ld + i0);
+            transpose16(v);
+            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, v[r]);
+        }
+    }
+}
+
+void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N) {
+    const int NT = bf16_mtiles(N), KT = bf16_ktiles(K);
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < (long)NT * KT; t++) {
+        int nt = (int)(t / KT), kt = (int)(t % KT), n0 = nt * 16, k0 = kt * 32;
+        uint16_t *tile = dst + ((size_t)nt * kbt + kb0 + kt) * BF16_TILE;
+        if (n0 + 16 > N || k0 + 32 > K) {
+            pack_b_tile_scalar(tile, src, ld, trans, K, N, k0, n0);
+        } else if (!trans) {
+            for (int p = 0; p < 16; p++)
+                _mm512_storeu_si512(tile + p * 32, cvt_pairs(src + (size_t)(k0 + 2 * p) * ld + n0,
+                                                             src + (size_t)(k0 + 2 * p + 1) * ld + n0));
+        } else {
+            // row n of src holds 16 k pairs; transpose to rows of pairs
+            __m512i v[16];
+            for (int c = 0; c < 16; c++) v[c] = cvt32(src + (size_t)(n0 + c) * ld + k0);
+            transpose16(v);
+            for (int p = 0; p < 16; p++) _mm512_storeu_si512(tile + p * 32, v[p]);
+        }
+    }
+}
+
+// ---- GEMM --------------------------------------------------------------------------------
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+static void tiles_configure(void) {
+    TileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+typedef struct {
+    float *C;
+    int ldc, M, N, acc, trans;
+} OutCtx;
+
+// Element (i, j) of the product lives at C[i*ldc + j], or C[j*ldc + i] when trans.
+static inline float *elem(const OutCtx *o, int i, int j) {
+    return o->trans ? o->C + (size_t)j * o->ldc + i : o->C + (size_t)i * o->ldc + j;
+}
+// Edge and transposed output tiles go through a 16x16 buffer (zero outside the matrix);
+// full transposed tiles move as 16 vectors through transpose16.
+static float *edge_in(const OutCtx *o, float buf[256], int mt, int nt) {
+    if (o->trans && mt * 16 + 16 <= o->M && nt * 16 + 16 <= o->N) {
+        __m512i v[16];
+        for (int c = 0; c < 16; c++) v[c] = _mm512_loadu_si512(elem(o, mt * 16, nt * 16 + c));
+        transpose16(v);
+        for (int r = 0; r < 16; r++) _mm512_store_si512(buf + r * 16, v[r]);
+        return buf;
+    }
+    memset(buf, 0, sizeof(float) * 256);
+    for (int r = 0; r < 16 && mt * 16 + r < o->M; r++)
+        for (int c = 0; c < 16 && nt * 16 + c < o->N; c++) buf[r * 16 + c] = *elem(o, mt * 16 + r, nt * 16 + c);
+    return buf;
+}
+static void edge_out(const OutCtx *o, const float buf[256], int mt, int nt) {
+    if (o->trans && mt * 16 + 16 <= o->M && nt * 16 + 16 <= o->N) {
+        __m512i v[16];
+        for (int r = 0; r < 16; r++) v[r] = _mm512_load_si512(buf + r * 16);
+        transpose16(v);
+        for (int c = 0; c < 16; c++) _mm512_storeu_si512(elem(o, mt * 16, nt * 16 + c), v[c]);
+        return;
+    }
+    for (int r = 0; r < 16 && mt * 16 + r < o->M; r++)
+        for (int c = 0; c < 16 && nt * 16 + c < o->N; c++) *elem(o, mt * 16 + r, nt * 16 + c) = buf[r * 16 + c];
+}
+static inline int is_full(const OutCtx *o, int mt, int nt) {
+    return !o->trans && mt * 16 + 16 <= o->M && nt * 16 + 16 <= o->N;
+}
+static inline float *cptr(const OutCtx *o, int mt, int nt) { return o->C + (size_t)mt * 16 * o->ldc + nt * 16; }
+
+// Tile numbers must be immediates, so the load/store of one accumulator is a macro.
+#define C_LOAD(T, mt, nt)                                                                     \
+    do {                                                                                      \
+        if (!o->acc) _tile_zero(T);                                                           \
+        else if (is_full(o, mt, nt)) _tile_loadd(T, cptr(o, mt, nt), o->ldc * 4);            \
+        else _tile_loadd(T, edge_in(o, buf, mt, nt), 64);                                    \
+    } while (0)
+#define C_STORE(T, mt, nt)                                                                    \
+    do {                                                                                      \
+        if (is_full(o, mt, nt)) _tile_stored(T, cptr(o, mt, nt), o->ldc * 4);                \
+        else {                                                                                \
+            _tile_stored(T, buf, 64);                                                         \
+            edge_out(o, buf, mt, nt);                                                         \
+        }                                                                                     \
+    } while (0)
+
+// One block of up to 2x2 output tiles at tile (mt, nt), k-tiles kt0..kt1-1.
+static void block_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int mt, int nt,
+                         int m2, int n2, int kt0, int kt1) {
+    float buf[256] __attribute__((aligned(64)));
+    const uint16_t *a0 = A + ((size_t)mt * a_kbt + kt0) * BF16_TILE, *a1 = a0 + (size_t)a_kbt * BF16_TILE;
+    const uint16_t *b0 = B + ((size_t)nt * b_kbt + kt0) * BF16_TILE, *b1 = b0 + (size_t)b_kbt * BF16_TILE;
+    const int nk = kt1 - kt0;
+    if (m2 == 2 && n2 == 2) {
+        C_LOAD(0, mt, nt); C_LOAD(1, mt, nt + 1); C_LOAD(2, mt + 1, nt); C_LOAD(3, mt + 1, nt + 1);
+        for (int k = 0; k < nk; k++) {
+            size_t off = (size_t)k * BF16_TILE;
+            _tile_loadd(4, a0 + off, 64);
+            _tile_loadd(6, b0 + off, 64);
+            _tile_loadd(7, b1 + off, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(5, a1 + off, 64);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1); C_STORE(2, mt + 1, nt); C_STORE(3, mt + 1, nt + 1);
+    } else if (m2 == 2) {
+        C_LOAD(0, mt, nt); C_LOAD(2, mt + 1, nt);
+        for (int k = 0; k < nk; k++) {
+            size_t off = (size_t)k * BF16_TILE;
+            _tile_loadd(4, a0 + off, 64);
+            _tile_loadd(5, a1 + off, 64);
+            _tile_loadd(6, b0 + off, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(2, 5, 6);
+        }
+        C_STORE(0, mt, nt); C_STORE(2, mt + 1, nt);
+    } else if (n2 == 2) {
+        C_LOAD(0, mt, nt); C_LOAD(1, mt, nt + 1);
+        for (int k = 0; k < nk; k++) {
+            size_t off = (size_t)k * BF16_TILE;
+            _tile_loadd(4, a0 + off, 64);
+            _tile_loadd(6, b0 + off, 64);
+            _tile_loadd(7, b1 + off, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+        C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1);
+    } else {
+        C_LOAD(0, mt, nt);
+        for (int k = 0; k < nk; k++) {
+            size_t off = (size_t)k * BF16_TILE;
+            _tile_loadd(4, a0 + off, 64);
+            _tile_loadd(6, b0 + off, 64);
+            _tile_dpbf16ps(0, 4, 6);
+        }
+        C_STORE(0, mt, nt);
+    }
+}
+
+void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
+               int N, int K, int accumulate) {
+    const int MT = bf16_mtiles(M), NT = bf16_mtiles(N), KT = bf16_ktiles(K);
+    const int MB = (MT + 1) / 2, NB = (NT + 1) / 2;
+    // k blocks bound the A/B panels a block streams (2048 k = 128 KiB per 32-row panel); a
+    // k block's partial sums round-trip through C exactly, so blocking changes no result.
+    const int KC = KT <= 128 ? KT : 64;
+    // The larger operand is walked once: blocks along the smaller dimension vary fastest,
+    // so the panel of the larger one stays in cache while the smaller one is reused.
+    const int n_fast = M >= N;
+    const long nblocks = (long)MB * NB;
+#pragma omp parallel
+    {
+        tiles_configure();
+        for (int kt0 = 0; kt0 < KT; kt0 += KC) {
+            const int kt1 = kt0 + KC < KT ? kt0 + KC : KT;
+            OutCtx oc = {C, ldc, M, N, accumulate || kt0 > 0, c_trans};
+            const OutCtx *o = &oc;
+#pragma omp for schedule(static)
+            for (long b = 0; b < nblocks; b++) {
+                int mb = n_fast ? (int)(b / NB) : (int)(b % MB), nb = n_fast ? (int)(b % NB) : (int)(b / MB);
+                int mt = 2 * mb, nt = 2 * nb;
+                block_kernel(o, A, a_kbt, B, b_kbt, mt, nt, MT - mt >= 2 ? 2 : 1, NT - nt >= 2 ? 2 : 1, kt0, kt1);
+            }
+        }
+        _tile_release();
+    }
+}

@@ -1,0 +1,264 @@
+// test_bf16.c: the bf16 matmul engine (src/kernels/cpu/bf16*.c, MATMUL_BF16).
+// Reference: the same products in double from operands rounded by bf16_round, whose
+// rounding is itself checked against its definition (nearest, ties to even; denormals to
+// signed zero) and, on AMX machines, against VCVTNE2PS2BF16 through the packers. Products of
+// two bf16 values are exact in fp32, so the only error left is fp32 accumulation:
+// tolerance 1e-5 relative to the output's largest magnitude, as for the fp32 matmul.
+// Also: every pack layout and transpose, edge shapes (M, N not multiples of 16, K not of
+// 32), accumulate, AMX vs emulated agreement, and bitwise determinism at 1, 2 and 3 threads.
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/kernels.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static float urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+static float *frand(size_t n) {
+    float *x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = urand();
+    return x;
+}
+static double rb(float x) { return bf16_to_float(bf16_round(x)); }
+
+static void test_round(void) {
+    struct { uint32_t in; uint16_t out; } cases[] = {
+        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80},  // tie, even stays
+        {0x3f818000u, 0x3f82},                         // tie, odd rounds up
+        {0x3f808001u, 0x3f81}, {0x3f807fffu, 0x3f80}, {0xbf808001u, 0xbf81},
+        {0x00000001u, 0x0000}, {0x80400000u, 0x8000},  // denormals -> signed zero
+        {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80}, {0x7f7fffffu, 0x7f80},  // inf; max rounds to inf
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float f;
+        memcpy(&f, &cases[i].in, 4);
+        CHECK(bf16_round(f) == cases[i].out, "bf16_round(0x%08x) = 0x%04x, want 0x%04x", cases[i].in, bf16_round(f),
+              cases[i].out);
+    }
+    float nan = NAN;
+    uint16_t h = bf16_round(nan);
+    CHECK((h & 0x7f80) == 0x7f80 && (h & 0x7f), "bf16_round(NaN) = 0x%04x is not a NaN", h);
+}
+
+// C (M, N) = A (M, K) @ B (K, N) in double from rounded operands, layouts as gemm_bf16
+static void ref_gemm(double *C, int at, int bt, int M, int N, int K, const float *A, int lda, const float *B, int ldb) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += rb(at ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                     rb(bt ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            C[(size_t)i * N + j] = s;
+        }
+}
+static double err_rel_max(const float *C, const double *ref, size_t n) {
+    double mx = 0, e = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs(C[i] - ref[i]));
+    return e / (mx > 0 ? mx : 1);
+}
+
+static void test_gemm(int at, int bt, int M, int N, int K, int accumulate) {
+    int lda = at ? M : K, ldb = bt ? K : N;
+    float *A = frand((size_t)(at ? K : M) * lda), *B = frand((size_t)(bt ? N : K) * ldb);
+    float *C = frand((size_t)M * N);
+    double *ref = malloc(sizeof(double) * M * N);
+    ref_gemm(ref, at, bt, M, N, K, A, lda, B, ldb);
+    if (accumulate)
+        for (size_t i = 0; i < (size_t)M * N; i++) ref[i] += C[i];
+    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C, N);
+    double e = err_rel_max(C, ref, (size_t)M * N);
+    CHECK(e < 1e-5, "gemm_bf16 at=%d bt=%d M=%d N=%d K=%d acc=%d (%s): rel err %.3g > 1e-5", at, bt, M, N, K,
+          accumulate, matmul_bf16_engine(), e);
+    printf("  gemm_bf16 at=%d bt=%d M=%4d N=%4d K=%4d acc=%d  err %.2e\n", at, bt, M, N, K, accumulate, e);
+    free(A), free(B), free(C), free(ref);
+}
+
+// ---- LM head ------------------------------------------------------------------------------
+typedef struct {
+    int N, C, V, chunk;
+    float *x, *W, *dx, *dW, *logits, *scratch;
+    int32_t *tg;
+    LossSums sums;
+} LM;
+
+static void lm_run(LM *l) {
+    l->sums = lmhead_loss_forward_backward(l->dx, l->dW, l->x, l->W, l->tg, l->N, l->C, l->V, 1e-4f, 1.0f / l->N,
+                                           l->scratch, l->chunk, l->logits, NULL);
+}
+static LM lm_make(int N, int C, int V, int chunk) {
+    LM l = {N, C, V, chunk, frand((size_t)N * C), frand((size_t)V * C), malloc(sizeof(float) * N * C),
+            malloc(sizeof(float) * (size_t)V * C), malloc(sizeof(float) * (size_t)N * V),
+            malloc(sizeof(float) * (size_t)chunk * V), malloc(sizeof(int32_t) * N), {0, 0, 0}};
+    for (int i = 0; i < N; i++) l.tg[i] = i % 7 == 3 ? -100 : (int32_t)((unsigned)(i * 2654435761u) % (unsigned)V);
+    return l;
+}
+static void lm_free(LM *l) { free(l->x), free(l->W), free(l->dx), free(l->dW), free(l->logits), free(l->scratch), free(l->tg); }
+
+// One chunk (N <= chunk), so the scratch still holds this call's fp32 dlogits afterwards:
+// logits and the loss against double from rounded x, W; the dlogits against double from
+// the double logits; dx and dW against double products of the rounded fp32 dlogits.
+static void test_lmhead_single(int N, int C, int V) {
+    LM l = lm_make(N, C, V, (N + 31) / 32 * 32);
+    lm_run(&l);
+    double *lg = malloc(sizeof(double) * N * V), *dl = malloc(sizeof(double) * N * V);
+    ref_gemm(lg, 0, 1, N, V, C, l.x, C, l.W, C);
+    double ce = 0, z = 0;
+    for (int i = 0; i < N; i++) {
+        double mx = -1e300, s = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, lg[(size_t)i * V + v]);
+        for (int v = 0; v < V; v++) s += exp(lg[(size_t)i * V + v] - mx);
+        double lse = mx + log(s);
+        for (int v = 0; v < V; v++) {
+            double p = exp(lg[(size_t)i * V + v] - lse);
+            dl[(size_t)i * V + v] = l.tg[i] < 0 ? 0 : (p * (1 + 2e-4 * lse) - (v == l.tg[i])) / N;
+        }
+        if (l.tg[i] >= 0) ce += lse - lg[(size_t)i * V + l.tg[i]], z += lse * lse;
+    }
+    double e = err_rel_max(l.logits, lg, (size_t)N * V);
+    CHECK(e < 1e-5, "lmhead bf16 N=%d C=%d V=%d logits: rel err %.3g", N, C, V, e);
+    double ece = fabs(l.sums.ce_sum - ce) / ce, ez = fabs(l.sums.z_sum - z) / z;
+    CHECK(ece < 1e-5 && ez < 1e-5, "lmhead bf16 loss sums: ce %.3g z %.3g rel err", ece, ez);
+    double edl = err_rel_max(l.scratch, dl, (size_t)N * V);
+    CHECK(edl < 1e-5, "lmhead bf16 dlogits: rel err %.3g", edl);
+    double *rdx = malloc(sizeof(double) * N * C), *rdW = malloc(sizeof(double) * V * C);
+    ref_gemm(rdx, 0, 0, N, C, V, l.scratch, V, l.W, C);   // dx = dl W
+    ref_gemm(rdW, 1, 0, V, C, N, l.scratch, V, l.x, C);   // dW = dl^T x
+    double edx = err_rel_max(l.dx, rdx, (size_t)N * C), edW = err_rel_max(l.dW, rdW, (size_t)V * C);
+    CHECK(edx < 1e-5 && edW < 1e-5, "lmhead bf16 dx %.3g dW %.3g rel err", edx, edW);
+    printf("  lmhead bf16 N=%d C=%d V=%d: logits %.1e loss %.1e/%.1e dlogits %.1e dx %.1e dW %.1e\n", N, C, V, e, ece,
+           ez, edl, edx, edW);
+    free(lg), free(dl), free(rdx), free(rdW);
+    lm_free(&l);
+}
+
+// AMX: chunking and dW grouping change no bit (their boundaries fall on k-tiles); the
+// emulated engine sums dW chunk by chunk as the fp32 path does, so there only threads are
+// checked. Neither engine depends on the thread count.
+static void test_lmhead_splits(void) {
+    const int N = 200, C = 48, V = 333;
+    const int amx = !strcmp(matmul_bf16_engine(), "amx");
+    LM a = lm_make(N, C, V, 224), b = lm_make(N, C, V, 64);
+    memcpy(b.x, a.x, sizeof(float) * N * C), memcpy(b.W, a.W, sizeof(float) * V * C);
+    lm_run(&a);
+    bf16_lmhead_group = 128;   // groups [0,128), [128,200); chunks of 64 inside
+    lm_run(&b);
+    if (amx) {
+        int same = !memcmp(a.dx, b.dx, sizeof(float) * N * C) && !memcmp(a.dW, b.dW, sizeof(float) * V * C) &&
+                   !memcmp(a.logits, b.logits, sizeof(float) * N * V) && a.sums.ce_sum == b.sums.ce_sum;
+        CHECK(same, "lmhead bf16: chunk 64 + dW groups of 128 differ from one chunk");
+    }
+    float *dx0 = malloc(sizeof(float) * N * C), *dW0 = malloc(sizeof(float) * V * C);
+    memcpy(dx0, b.dx, sizeof(float) * N * C), memcpy(dW0, b.dW, sizeof(float) * V * C);
+    for (int th = 1; th <= 3; th++) {
+        omp_set_num_threads(th);
+        lm_run(&b);
+        CHECK(!memcmp(dx0, b.dx, sizeof(float) * N * C) && !memcmp(dW0, b.dW, sizeof(float) * V * C),
+              "lmhead bf16: %d threads differ", th);
+    }
+    omp_set_num_threads(2);
+    bf16_lmhead_group = 0;
+    printf("  lmhead bf16 %s1/2/3 threads: bitwise identical\n", amx ? "one chunk vs chunks of 64 in dW groups of 128, " : "");
+    free(dx0), free(dW0);
+    lm_free(&a), lm_free(&b);
+}
+
+// matmul_forward/_backward under MATMUL_BF16 give the gemm_bf16 products, at 1/2/3 threads
+static void test_matmul_mode(void) {
+    const int N = 96, C = 80, OC = 112;
+    float *x = frand((size_t)N * C), *W = frand((size_t)OC * C), *dy = frand((size_t)N * OC);
+    float *y[3], *dx[3], *dW[3];
+    for (int th = 1; th <= 3; th++) {
+        omp_set_num_threads(th);
+        y[th - 1] = malloc(sizeof(float) * N * OC), dx[th - 1] = malloc(sizeof(float) * N * C);
+        dW[th - 1] = malloc(sizeof(float) * OC * C);
+        matmul_forward(y[th - 1], x, W, N, C, OC);
+        matmul_backward(dx[th - 1], dW[th - 1], dy, x, W, N, C, OC, 0, 0);
+    }
+    omp_set_num_threads(2);
+    double *r = malloc(sizeof(double) * OC * C * 4);
+    ref_gemm(r, 0, 1, N, OC, C, x, C, W, C);
+    double e1 = err_rel_max(y[0], r, (size_t)N * OC);
+    ref_gemm(r, 0, 0, N, C, OC, dy, OC, W, C);
+    double e2 = err_rel_max(dx[0], r, (size_t)N * C);
+    ref_gemm(r, 1, 0, OC, C, N, dy, OC, x, C);
+    double e3 = err_rel_max(dW[0], r, (size_t)OC * C);
+    CHECK(e1 < 1e-5 && e2 < 1e-5 && e3 < 1e-5, "matmul bf16 mode: fwd %.3g dinp %.3g dW %.3g", e1, e2, e3);
+    for (int t = 1; t < 3; t++)
+        CHECK(!memcmp(y[0], y[t], sizeof(float) * N * OC) && !memcmp(dx[0], dx[t], sizeof(float) * N * C) &&
+                  !memcmp(dW[0], dW[t], sizeof(float) * OC * C),
+              "matmul bf16 mode: %d threads differ from 1", t + 1);
+    printf("  matmul bf16 mode: fwd %.1e dinp %.1e dW %.1e, 1/2/3 threads bitwise\n", e1, e2, e3);
+}
+
+// --dump DIR: inputs and outputs for tests/test_bf16_torch.py (the PyTorch side):
+// round.f32 (values incl. ties) -> round.u16; x (N, C), W (OC, C), dy (N, OC) ->
+// y = x W^T, dx = dy W, dW = dy^T x under MATMUL_BF16. Raw little-endian arrays.
+static void dump(const char *dir) {
+    char p[4096];
+    const int N = 40, C = 72, OC = 50, R = 1 << 16;
+    float *v = frand(R);
+    for (int i = 0; i < R; i += 4) {   // every 4th value an exact tie between two bf16
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&v[i], &u, 4);
+    }
+    for (int i = 1; i < R; i += 8) v[i] *= 1e30f;   // and large magnitudes
+    uint16_t *h = malloc(2 * R);
+    for (int i = 0; i < R; i++) h[i] = bf16_round(v[i]);
+    float *x = frand((size_t)N * C), *W = frand((size_t)OC * C), *dy = frand((size_t)N * OC);
+    float *y = malloc(4 * N * OC), *dx = malloc(4 * N * C), *dW = malloc(4 * OC * C);
+    matmul_set_precision(MATMUL_BF16);
+    matmul_forward(y, x, W, N, C, OC);
+    matmul_backward(dx, dW, dy, x, W, N, C, OC, 0, 0);
+    struct { const char *name; const void *p; size_t bytes; } f[] = {
+        {"round.f32", v, 4 * R}, {"round.u16", h, 2 * R}, {"x.f32", x, 4 * N * C}, {"W.f32", W, 4 * OC * C},
+        {"dy.f32", dy, 4 * N * OC}, {"y.f32", y, 4 * N * OC}, {"dx.f32", dx, 4 * N * C}, {"dW.f32", dW, 4 * OC * C}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, f[i].name);
+        FILE *fp = fopen(p, "wb");
+        if (!fp || fwrite(f[i].p, 1, f[i].bytes, fp) != f[i].bytes || fclose(fp)) {
+            fprintf(stderr, "test_bf16: cannot write %s\n", p);
+            exit(1);
+        }
+    }
+    printf("N=%d C=%d OC=%d R=%d engine=%s\n", N, C, OC, R, matmul_bf16_engine());
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump")) {
+        dump(argv[2]);
+        return 0;
+    }
+    printf("bf16 engine: %s\n", matmul_bf16_engine());
+    test_round();
+    int shapes[][3] = {{16, 16, 32}, {32, 32, 64}, {48, 80, 96}, {17, 33, 45}, {1, 5, 3}, {100, 7, 300}, {64, 256, 4100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int at = 0; at < 2; at++)
+            for (int bt = 0; bt < 2; bt++)
+                for (int acc = 0; acc < 2; acc++) test_gemm(at, bt, shapes[s][0], shapes[s][1], shapes[s][2], acc);
+    matmul_set_precision(MATMUL_BF16);
+    test_matmul_mode();
+    test_lmhead_single(70, 64, 301);
+    test_lmhead_single(32, 96, 1024);
+    test_lmhead_splits();
+    // On an AMX machine, run everything again on the emulated engine (a child process: the
+    // engine is chosen once per process).
+    if (!strcmp(matmul_bf16_engine(), "amx") && !getenv("OLMO_NO_AMX")) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "OLMO_NO_AMX=1 %s", argv[0]);
+        printf("-- again with OLMO_NO_AMX=1 (emulated engine):\n");
+        fflush(stdout);
+        CHECK(system(cmd) == 0, "the emulated engine failed (output above)");
+    }
+    printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    return failures != 0;
+}
