@@ -102,12 +102,19 @@ static LM lm_make(int N, int C, int V, int chunk) {
 }
 static void lm_free(LM *l) { free(l->x), free(l->W), free(l->dx), free(l->dW), free(l->logits), free(l->scratch), free(l->tg); }
 
-// One chunk (N <= chunk), so the scratch still holds this call's fp32 dlogits afterwards:
-// logits and the loss against double from rounded x, W; the dlogits against double from
-// the double logits; dx and dW against double products of the rounded fp32 dlogits.
-static void test_lmhead_single(int N, int C, int V) {
-    LM l = lm_make(N, C, V, (N + 31) / 32 * 32);
+// Logits and the loss against double from rounded x, W; the fp32 dlogits (through the
+// test hook on AMX; on the emulated path the scratch holds them, so one chunk) against
+// double from the double logits; dx and dW against double products of the rounded fp32
+// dlogits. vblock: the AMX path's vocab block (several, the last one partial).
+static void test_lmhead_single(int N, int C, int V, int chunk, int vblock) {
+    LM l = lm_make(N, C, V, chunk);
+    float *dlo = malloc(sizeof(float) * N * V);
+    const int amx = !strcmp(matmul_bf16_engine(), "amx");
+    if (!amx) l.chunk = (N + 31) / 32 * 32, l.scratch = realloc(l.scratch, sizeof(float) * l.chunk * V);
+    bf16_lmhead_dl_out = dlo, bf16_lmhead_vblock = vblock, bf16_lmhead_chunk = chunk;
     lm_run(&l);
+    bf16_lmhead_dl_out = NULL, bf16_lmhead_vblock = 0, bf16_lmhead_chunk = 0;
+    if (!amx) memcpy(dlo, l.scratch, sizeof(float) * N * V);
     double *lg = malloc(sizeof(double) * N * V), *dl = malloc(sizeof(double) * N * V);
     ref_gemm(lg, 0, 1, N, V, C, l.x, C, l.W, C);
     double ce = 0, z = 0;
@@ -126,34 +133,37 @@ static void test_lmhead_single(int N, int C, int V) {
     CHECK(e < 1e-5, "lmhead bf16 N=%d C=%d V=%d logits: rel err %.3g", N, C, V, e);
     double ece = fabs(l.sums.ce_sum - ce) / ce, ez = fabs(l.sums.z_sum - z) / z;
     CHECK(ece < 1e-5 && ez < 1e-5, "lmhead bf16 loss sums: ce %.3g z %.3g rel err", ece, ez);
-    double edl = err_rel_max(l.scratch, dl, (size_t)N * V);
+    double edl = err_rel_max(dlo, dl, (size_t)N * V);
     CHECK(edl < 1e-5, "lmhead bf16 dlogits: rel err %.3g", edl);
     double *rdx = malloc(sizeof(double) * N * C), *rdW = malloc(sizeof(double) * V * C);
-    ref_gemm(rdx, 0, 0, N, C, V, l.scratch, V, l.W, C);   // dx = dl W
-    ref_gemm(rdW, 1, 0, V, C, N, l.scratch, V, l.x, C);   // dW = dl^T x
+    ref_gemm(rdx, 0, 0, N, C, V, dlo, V, l.W, C);   // dx = dl W
+    ref_gemm(rdW, 1, 0, V, C, N, dlo, V, l.x, C);   // dW = dl^T x
     double edx = err_rel_max(l.dx, rdx, (size_t)N * C), edW = err_rel_max(l.dW, rdW, (size_t)V * C);
     CHECK(edx < 1e-5 && edW < 1e-5, "lmhead bf16 dx %.3g dW %.3g rel err", edx, edW);
-    printf("  lmhead bf16 N=%d C=%d V=%d: logits %.1e loss %.1e/%.1e dlogits %.1e dx %.1e dW %.1e\n", N, C, V, e, ece,
+    free(dlo);
+    printf("  lmhead bf16 N=%d C=%d V=%d chunk=%d vblock=%d: logits %.1e loss %.1e/%.1e dlogits %.1e dx %.1e dW %.1e\n", N, C, V, l.chunk, vblock, e, ece,
            ez, edl, edx, edW);
     free(lg), free(dl), free(rdx), free(rdW);
     lm_free(&l);
 }
 
-// AMX: chunking and dW grouping change no bit (their boundaries fall on k-tiles); the
-// emulated engine sums dW chunk by chunk as the fp32 path does, so there only threads are
-// checked. Neither engine depends on the thread count.
+// AMX: the chunk size changes no bit (chunk boundaries fall on k-tiles); the emulated
+// engine sums dW chunk by chunk as the fp32 path does, so there only threads are checked.
+// Neither engine depends on the thread count.
 static void test_lmhead_splits(void) {
     const int N = 200, C = 48, V = 333;
     const int amx = !strcmp(matmul_bf16_engine(), "amx");
     LM a = lm_make(N, C, V, 224), b = lm_make(N, C, V, 64);
     memcpy(b.x, a.x, sizeof(float) * N * C), memcpy(b.W, a.W, sizeof(float) * V * C);
+    bf16_lmhead_vblock = 64;   // 6 vocab blocks, the last partial
+    bf16_lmhead_chunk = 224;
     lm_run(&a);
-    bf16_lmhead_group = 128;   // groups [0,128), [128,200); chunks of 64 inside
+    bf16_lmhead_chunk = 64;
     lm_run(&b);
     if (amx) {
         int same = !memcmp(a.dx, b.dx, sizeof(float) * N * C) && !memcmp(a.dW, b.dW, sizeof(float) * V * C) &&
                    !memcmp(a.logits, b.logits, sizeof(float) * N * V) && a.sums.ce_sum == b.sums.ce_sum;
-        CHECK(same, "lmhead bf16: chunk 64 + dW groups of 128 differ from one chunk");
+        CHECK(same, "lmhead bf16: chunks of 64 differ from one chunk of 224");
     }
     float *dx0 = malloc(sizeof(float) * N * C), *dW0 = malloc(sizeof(float) * V * C);
     memcpy(dx0, b.dx, sizeof(float) * N * C), memcpy(dW0, b.dW, sizeof(float) * V * C);
@@ -164,8 +174,8 @@ static void test_lmhead_splits(void) {
               "lmhead bf16: %d threads differ", th);
     }
     omp_set_num_threads(2);
-    bf16_lmhead_group = 0;
-    printf("  lmhead bf16 %s1/2/3 threads: bitwise identical\n", amx ? "one chunk vs chunks of 64 in dW groups of 128, " : "");
+    bf16_lmhead_vblock = 0, bf16_lmhead_chunk = 0;
+    printf("  lmhead bf16 %s1/2/3 threads: bitwise identical\n", amx ? "one chunk of 224 vs chunks of 64, " : "");
     free(dx0), free(dW0);
     lm_free(&a), lm_free(&b);
 }
@@ -247,8 +257,10 @@ int main(int argc, char **argv) {
                 for (int acc = 0; acc < 2; acc++) test_gemm(at, bt, shapes[s][0], shapes[s][1], shapes[s][2], acc);
     matmul_set_precision(MATMUL_BF16);
     test_matmul_mode();
-    test_lmhead_single(70, 64, 301);
-    test_lmhead_single(32, 96, 1024);
+    test_lmhead_single(70, 64, 301, 96, 0);
+    test_lmhead_single(70, 64, 301, 32, 96);   // chunks of 32, vocab blocks of 96 (last: 13)
+    test_lmhead_single(32, 96, 1024, 32, 0);
+    test_lmhead_single(100, 48, 20, 64, 0);    // V < 32
     test_lmhead_splits();
     // On an AMX machine, run everything again on the emulated engine (a child process: the
     // engine is chosen once per process).

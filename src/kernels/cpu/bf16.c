@@ -41,8 +41,8 @@ int bf16_amx_available(void) {
 }
 
 void *bf16_workspace(int slot, size_t bytes) {
-    static void *buf[8];
-    static size_t cap[8];
+    static void *buf[BF16_WORKSPACE_SLOTS];
+    static size_t cap[BF16_WORKSPACE_SLOTS];
     if (bytes > cap[slot]) {
         free(buf[slot]);
         buf[slot] = xmalloc_aligned(bytes);

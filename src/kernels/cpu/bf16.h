@@ -43,11 +43,13 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
                int N, int K, int accumulate);
 
 // A grow-only scratch buffer per slot (no per-step allocation once warm); 64-byte aligned.
-// Slots: 0-1 matmul operands, 2-6 the LM head. Callers are the (single) training thread.
+// Slots: 0-1 matmul operands, 2-12 the LM head. Callers are the (single) training thread.
 void *bf16_workspace(int slot, size_t bytes);
+#define BF16_WORKSPACE_SLOTS 13
 
-// LM head (lmhead.c): tokens per dW group on the AMX path; 0 = as many as fit 256 MiB of
-// bf16 dlogits. Tests set it to force several groups.
-extern int bf16_lmhead_group;
+// LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 256
+// and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding.
+extern int bf16_lmhead_chunk, bf16_lmhead_vblock;
+extern float *bf16_lmhead_dl_out;
 
 #endif

@@ -74,52 +74,128 @@ static void add_rows(LossSums *sums, const int32_t *targets, int nc, const doubl
 // instead of re-reading the (V, C) gradient once per chunk. Groups hold as many chunks as
 // fit 256 MiB of bf16 dlogits (bf16_lmhead_group tokens when set: tests). Chunk and group
 // boundaries fall on k-tiles, so neither changes any result (test_bf16.c).
-int bf16_lmhead_group = 0;
+// ---- bf16 on AMX: vocab-blocked, logits never leave the cache -----------------------------
+// (Its own token chunk and scratch: `chunk`/`scratch` size the fp32 path.) At bf16 speed the fp32 path's (chunk, V) logits round trip through memory costs more than
+// the matmuls. Here logits exist one (chunk, VB) block at a time (about 1 MiB, in L2):
+//   pass 1, per vocab block, per chunk: logits block -> online max / sum of exp per token
+//           (the running sum rescaled when the max grows) and the target's logit;
+//   pass 2 (gradient), per vocab block, per chunk: the logits block again (recomputed: AMX
+//           FLOPs are cheaper than the memory traffic), dlogits in place, then
+//           dx chunk += dl (chunk, VB) @ W block and dW block += dl^T @ x chunk.
+// Vocab blocks are the outer loop, so a dW block (VB, C) stays in cache across all chunks
+// and each W block is packed data read once per pass. Every sum has a fixed order (vocab
+// blocks, then chunks, then k-tiles), and chunk boundaries fall on k-tiles, so neither the
+// chunk size nor the thread count changes a bit (tests/test_bf16.c).
+int bf16_lmhead_chunk = 0, bf16_lmhead_vblock = 0;
+float *bf16_lmhead_dl_out = NULL;
 
 static LossSums lmhead_bf16_amx(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int N,
                                 int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
                                 float *logits_out, float *tok_ce) {
-    LossSums sums = {0.0, 0.0, 0};
-    double row_ce[chunk], row_z[chunk];
-    chunk = chunk / 32 * 32;  // chunks start on a k-tile of the group buffer (caller: chunk >= 32)
-    const int kbC = bf16_ktiles(C), kbV = bf16_ktiles(V);
-    long group = bf16_lmhead_group > 0 ? bf16_lmhead_group : (256L << 20) / (2L * V);
-    group = group / chunk * chunk;
-    if (group < chunk) group = chunk;
-    if (group > N) group = N;
-    const int kbG = bf16_ktiles((int)group);
-    uint16_t *w_fwd = bf16_workspace(2, 2 * bf16_packed_b_size(V, kbC));   // B (C, V): logits = x W^T
-    uint16_t *x_a = bf16_workspace(3, 2 * bf16_packed_a_size(chunk, kbC)); // A (chunk, C)
+    // Token chunks of 256 and vocab blocks of 1024 (1 MiB of logits) measured fastest here
+    // (tests/test_bf16.c sets others); chunks start on a k-tile of the packed x.
+    (void)chunk;
+    chunk = bf16_lmhead_chunk > 0 ? bf16_lmhead_chunk / 32 * 32 : 256;
+    int VB = bf16_lmhead_vblock > 0 ? bf16_lmhead_vblock : 1024;
+    VB = VB / 32 * 32 < 32 ? 32 : VB / 32 * 32;
+    if (VB > (V + 31) / 32 * 32) VB = (V + 31) / 32 * 32;
+    const int kbC = bf16_ktiles(C), kbV = bf16_ktiles(V), kbN = bf16_ktiles(N), kbB = VB / 32, kbK = chunk / 32;
+    uint16_t *w_fwd = bf16_workspace(2, 2 * bf16_packed_b_size(V, kbC));  // B (C, V): logits = x W^T
+    uint16_t *x_a = bf16_workspace(3, 2 * bf16_packed_a_size(N, kbC));    // A (N, C)
+    float *row_max = bf16_workspace(4, sizeof(float) * N), *target_logit = bf16_workspace(5, sizeof(float) * N);
+    double *row_sum = bf16_workspace(6, sizeof(double) * N), *row_lse = bf16_workspace(7, sizeof(double) * N);
     bf16_pack_b(w_fwd, kbC, 0, W, C, 1, C, V);
-    uint16_t *w_bwd = NULL, *dl_a = NULL, *dl_b = NULL, *xt_a = NULL;
-    if (dx) {
-        w_bwd = bf16_workspace(4, 2 * bf16_packed_b_size(C, kbV));        // B (V, C): dx = dl W
-        dl_a = bf16_workspace(5, 2 * bf16_packed_a_size(chunk, kbV));     // A (chunk, V)
-        dl_b = bf16_workspace(6, 2 * bf16_packed_b_size(V, kbG));         // B (group, V)
-        xt_a = bf16_workspace(7, 2 * bf16_packed_a_size(C, kbG));         // A (C, group) = x^T
-        bf16_pack_b(w_bwd, kbV, 0, W, C, 0, V, C);
-    }
-    for (int g0 = 0; g0 < N; g0 += (int)group) {
-        const int ng = N - g0 < group ? N - g0 : (int)group;
-        for (int n0 = g0; n0 < g0 + ng; n0 += chunk) {
-            const int nc = g0 + ng - n0 < chunk ? g0 + ng - n0 : chunk;
-            float *logits = scratch;  // (nc, V)
-            bf16_pack_a(x_a, kbC, 0, x + (size_t)n0 * C, C, 0, nc, C);
-            bf16_gemm(logits, V, 0, x_a, kbC, w_fwd, kbC, nc, V, C, 0);
-            if (logits_out) memcpy(logits_out + (size_t)n0 * V, logits, sizeof(float) * (size_t)nc * V);
-            loss_rows(logits, nc, V, targets + n0, dx != NULL, z_coef, inv_count, row_ce, row_z,
-                      tok_ce ? tok_ce + n0 : NULL);
-            add_rows(&sums, targets + n0, nc, row_ce, row_z);
-            if (!dx) continue;
-            bf16_pack_a(dl_a, kbV, 0, logits, V, 0, nc, V);
-            bf16_gemm(dx + (size_t)n0 * C, C, 0, dl_a, kbV, w_bwd, kbV, nc, C, V, 0);  // dx (nc, C) = dl W
-            bf16_pack_b(dl_b, kbG, (n0 - g0) / 32, logits, V, 0, nc, V);
+    bf16_pack_a(x_a, kbC, 0, x, C, 0, N, C);
+    for (int i = 0; i < N; i++) row_max[i] = -INFINITY, row_sum[i] = 0.0, target_logit[i] = 0.0f;
+    float *L = bf16_workspace(12, sizeof(float) * chunk * VB);  // (chunk, VB) logits block
+    (void)scratch;
+    // logits block (nc, vn) of tokens n0.. and vocab v0..
+#define LOGITS_BLOCK() \
+    bf16_gemm(L, VB, 0, x_a + (size_t)(n0 / 16) * kbC * BF16_TILE, kbC, w_fwd + (size_t)(v0 / 16) * kbC * BF16_TILE, \
+              kbC, nc, vn, C, 0)
+    for (int v0 = 0; v0 < V; v0 += VB) {
+        const int vn = V - v0 < VB ? V - v0 : VB;
+        for (int n0 = 0; n0 < N; n0 += chunk) {
+            const int nc = N - n0 < chunk ? N - n0 : chunk;
+            LOGITS_BLOCK();
+            if (logits_out)
+                for (int r = 0; r < nc; r++)
+                    memcpy(logits_out + (size_t)(n0 + r) * V + v0, L + (size_t)r * VB, sizeof(float) * vn);
+#pragma omp parallel for schedule(static)
+            for (int r = 0; r < nc; r++) {
+                const float *lg = L + (size_t)r * VB;
+                const int n = n0 + r, t = targets[n];
+                float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+                for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
+                if (mx > row_max[n]) {
+                    row_sum[n] *= exp((double)row_max[n] - mx);  // 0 on the first block
+                    row_max[n] = mx;
+                }
+                const float m = row_max[n];
+                double sum = 0.0;  // fp32 lanes over 256, double across (as loss_rows)
+                for (int b0 = 0; b0 < vn; b0 += 256) {
+                    const int b1 = b0 + 256 < vn ? b0 + 256 : vn;
+                    float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+                    for (int v = b0; v < b1; v++) bs += vexpf(lg[v] - m);
+                    sum += bs;
+                }
+                row_sum[n] += sum;
+                if (t >= v0 && t < v0 + vn) target_logit[n] = lg[t - v0];
+            }
         }
-        if (!dx) continue;
-        // dW (V, C) (+)= (x^T (C, ng) @ dl (ng, V))^T
-        bf16_pack_a(xt_a, kbG, 0, x + (size_t)g0 * C, C, 1, C, ng);
-        bf16_gemm(dW, C, 1, xt_a, kbG, dl_b, kbG, C, V, ng, g0 > 0);
     }
+    LossSums sums = {0.0, 0.0, 0};
+    for (int n = 0; n < N; n++) {
+        row_lse[n] = row_max[n] + log(row_sum[n]);
+        double ce = targets[n] >= 0 ? row_lse[n] - target_logit[n] : 0.0;
+        if (tok_ce) tok_ce[n] = (float)ce;
+        if (targets[n] < 0) continue;
+        sums.ce_sum += ce;
+        sums.z_sum += row_lse[n] * row_lse[n];
+        sums.n_valid++;
+    }
+    if (!dx) return sums;
+
+    uint16_t *w_bwd = bf16_workspace(8, 2 * bf16_packed_b_size(C, kbV));    // B (V, C): dx = dl W
+    uint16_t *x_b = bf16_workspace(9, 2 * bf16_packed_b_size(C, kbN));      // B (N, C): dW = dl^T x
+    uint16_t *dl_a = bf16_workspace(10, 2 * bf16_packed_a_size(chunk, kbB)); // A (nc, VB)
+    uint16_t *dl_t = bf16_workspace(11, 2 * bf16_packed_a_size(VB, kbK));   // A (VB, nc) = dl^T
+    bf16_pack_b(w_bwd, kbV, 0, W, C, 0, V, C);
+    bf16_pack_b(x_b, kbN, 0, x, C, 0, N, C);
+    for (int v0 = 0; v0 < V; v0 += VB) {
+        const int vn = V - v0 < VB ? V - v0 : VB;
+        for (int n0 = 0; n0 < N; n0 += chunk) {
+            const int nc = N - n0 < chunk ? N - n0 : chunk;
+            LOGITS_BLOCK();
+            // dl = softmax * (1 + 2 z lse) - onehot, scaled by 1/count; 0 on masked rows
+#pragma omp parallel for schedule(static)
+            for (int r = 0; r < nc; r++) {
+                float *lg = L + (size_t)r * VB;
+                const int n = n0 + r, t = targets[n];
+                if (t < 0) {
+                    memset(lg, 0, sizeof(float) * vn);
+                    continue;
+                }
+                const float lse = (float)row_lse[n], a = (float)((1.0 + 2.0 * z_coef * row_lse[n]) * inv_count);
+#pragma omp simd
+                for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
+                if (t >= v0 && t < v0 + vn) lg[t - v0] -= inv_count;
+            }
+            if (bf16_lmhead_dl_out)
+                for (int r = 0; r < nc; r++)
+                    memcpy(bf16_lmhead_dl_out + (size_t)(n0 + r) * V + v0, L + (size_t)r * VB, sizeof(float) * vn);
+            bf16_pack_a(dl_a, kbB, 0, L, VB, 0, nc, vn);
+            bf16_pack_a(dl_t, kbK, 0, L, VB, 1, vn, nc);
+            // dx (nc, C) (+)= dl (nc, vn) @ W[v0 : v0+vn]; dW[v0 : v0+vn] (vn, C) (+)= dl^T @ x chunk
+            bf16_gemm(dx + (size_t)n0 * C, C, 0, dl_a, kbB, w_bwd + (size_t)(v0 / 32) * BF16_TILE, kbV, nc, C, vn,
+                      v0 > 0);
+            bf16_gemm(dW + (size_t)v0 * C, C, 0, dl_t, kbK, x_b + (size_t)(n0 / 32) * BF16_TILE, kbN, vn, C, nc,
+                      n0 > 0);
+        }
+    }
+#undef LOGITS_BLOCK
     return sums;
 }
 
@@ -127,7 +203,7 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
                                       float *logits_out, float *tok_ce) {
-    if (matmul_get_precision() == MATMUL_BF16 && bf16_amx_available() && chunk >= 32)
+    if (matmul_get_precision() == MATMUL_BF16 && bf16_amx_available())
         return lmhead_bf16_amx(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
     // fp32, and bf16 emulated (matmul_* round their operands)
     LossSums sums = {0.0, 0.0, 0};
