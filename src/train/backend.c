@@ -68,11 +68,7 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
     Backend *be = xcalloc(1, sizeof *be);
     be->kind = kind;
     be->prec = prec;
-    if (kind == BACKEND_CPU) {
-        // bf16 on the CPU: matmul operands in bf16, fp32 accumulation (kernels.h)
-        matmul_set_precision(prec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
-        return be;
-    }
+    if (kind == BACKEND_CPU) return be;
 #ifdef OLMO_CUDA
     Model *m = tc->model;
     if (tc->world > 1) {
@@ -112,13 +108,7 @@ BackendKind backend_kind(const Backend *be) { return be ? be->kind : BACKEND_CPU
 
 void backend_describe(const Backend *be, char *out, size_t outlen) {
     out[0] = 0;
-    if (!be) return;
-    if (be->kind == BACKEND_CPU) {
-        if (be->prec == PRECISION_BF16)
-            snprintf(out, outlen, "backend: cpu, bf16 matmul operands (%s), fp32 accumulation/activations/master/Adam",
-                     matmul_bf16_engine());
-        return;
-    }
+    if (!be || be->kind == BACKEND_CPU) return;
 #ifdef OLMO_CUDA
     char dev[256];
     cuda_device_describe(dev, sizeof dev);

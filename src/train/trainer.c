@@ -22,6 +22,7 @@
 #include "eval/eval.h"
 #include "model/limits.h"
 #include "model/model.h"
+#include "kernels/kernels.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -293,6 +294,9 @@ int cmd_train(int argc, char **argv) {
     BackendKind bkind;
     Precision bprec;
     if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
+    // The CPU model (training on cpu; evaluation on both backends) runs its matmuls in the
+    // run's precision on cpu, in fp32 under cuda (the host copy evaluates in fp32).
+    matmul_set_precision(bkind == BACKEND_CPU && bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
 
     // Open the data, the eval sets and the checkpoint before anything is written: bad
     // input stops the run with nothing on disk.
@@ -464,7 +468,10 @@ int cmd_train(int argc, char **argv) {
         if (be) {
             char desc[512];
             backend_describe(be, desc, sizeof desc);
-            if (desc[0]) printf("%s\n", desc);
+            printf("%s\n", desc);
+        } else if (bprec == PRECISION_BF16) {
+            printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
+                   "and Adam\n", matmul_bf16_engine());
         }
         fflush(stdout);
     }
