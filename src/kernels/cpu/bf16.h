@@ -6,6 +6,8 @@
 // ceil(K/32) so that several packs can fill disjoint k ranges of one buffer (kb0).
 // Every tile is 512 bf16 (1 KiB). Rounding: fp32 -> bf16 round to nearest even, with
 // zero/denormal inputs giving a signed zero (what VCVTNE2PS2BF16 does; bf16_round matches).
+// Called inside a parallel region, the packers and the GEMM run serially on the calling
+// thread (the LM head gives threads whole blocks).
 // Determinism: each output element sums its k-tiles in index order; the work split over
 // threads is by output block and never changes a sum.
 #ifndef OLMO_BF16_H
@@ -43,9 +45,9 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
                int N, int K, int accumulate);
 
 // A grow-only scratch buffer per slot (no per-step allocation once warm); 64-byte aligned.
-// Slots: 0-1 matmul operands, 2-12 the LM head. Callers are the (single) training thread.
+// Slots: 0-1 matmul operands, 2-13 the LM head. Called outside parallel regions only.
 void *bf16_workspace(int slot, size_t bytes);
-#define BF16_WORKSPACE_SLOTS 13
+#define BF16_WORKSPACE_SLOTS 14
 
 // LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 256
 // and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding.

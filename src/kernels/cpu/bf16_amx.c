@@ -4,6 +4,7 @@
 // The GEMM computes 32x32 output blocks with 4 accumulator tiles (2x2), 2 A and 2 B tiles
 // per 32-wide k step; one TDPBF16PS is a 16x16x32 multiply-accumulate in fp32.
 #include <immintrin.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/bf16.h"
@@ -69,7 +70,7 @@ static void pack_b_tile_scalar(uint16_t *tile, const float *src, int ld, int tra
 
 void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K) {
     const int MT = bf16_mtiles(M), KT = bf16_ktiles(K);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (long t = 0; t < (long)MT * KT; t++) {
         int mt = (int)(t / KT), kt = (int)(t % KT), i0 = mt * 16, k0 = kt * 32;
         uint16_t *tile = dst + ((size_t)mt * kbt + kb0 + kt) * BF16_TILE;
@@ -90,7 +91,7 @@ void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int 
 
 void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N) {
     const int NT = bf16_mtiles(N), KT = bf16_ktiles(K);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (long t = 0; t < (long)NT * KT; t++) {
         int nt = (int)(t / KT), kt = (int)(t % KT), n0 = nt * 16, k0 = kt * 32;
         uint16_t *tile = dst + ((size_t)nt * kbt + kb0 + kt) * BF16_TILE;
@@ -251,7 +252,7 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
     // so the panel of the larger one stays in cache while the smaller one is reused.
     const int n_fast = M >= N;
     const long nblocks = (long)MB * NB;
-#pragma omp parallel
+#pragma omp parallel if (!omp_in_parallel())
     {
         tiles_configure();
         for (int kt0 = 0; kt0 < KT; kt0 += KC) {
