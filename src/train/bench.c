@@ -1,15 +1,25 @@
 // bench.c: `olmo bench`: training throughput on fixed configs, side by side with the
 // PyTorch reference (tests/ref/olmo_ref.py --bench) on the same config and thread count,
-// measured in the same run. Prints tokens/s, MFU (OLMo-core count) against this machine's
-// measured fp32 GEMM peak, peak RSS, and the ratio to PyTorch.
-#include <libgen.h>
+// measured in the same run (issue 8). Per (config, precision): tokens/s, MFU (OLMo-core
+// count) against this machine's measured GEMM peak of that precision (peak.h), peak RSS,
+// loss; PyTorch fp32 and (for bf16) PyTorch bf16 autocast as ratios; optionally 1 vs N
+// threads and 1 vs 2 MPI ranks.
+//
+// Every olmo.c measurement runs in a fresh process (`olmo bench --worker ...`, launched by
+// this one, directly or under mpirun), so each has its own peak RSS and allocator state,
+// and a 2-rank measurement runs the data-parallel step of `mpirun -np 2 olmo train`
+// (train_core_shard + train_step: reduce-scatter, ZeRO-1 AdamW, all-gather).
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "dist/dist.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"
 #include "train/step.h"
@@ -19,27 +29,54 @@ typedef struct {
     const char *name, *about;
     ModelConfig cfg;
     int T, batch, micro;
+    int in_all;   // run by --config all
 } BenchConfig;
 
-// (a) vocab-dominated small model, (b) deeper model at T=1024 (issue 8).
+// (a) vocab-dominated small model, (b) deeper model at T=1024 (issue 8); smoke: a tiny
+// model for tests of bench itself (only by name).
 static const BenchConfig CONFIGS[] = {
     {"a", "d 256, 4 layers, 4 heads, MLP 768, dolma2 vocab, T 256, 8 seqs/step",
-     {100278, 0, 256, 4, 4, 4, 64, 768, 500000.0, 1e-6, 128, 4}, 256, 8, 8},
+     {100278, 0, 256, 4, 4, 4, 64, 768, 500000.0, 1e-6, 128, 4}, 256, 8, 8, 1},
     {"b", "d 512, 8 layers, 8 heads, MLP 1536, dolma2 vocab, T 1024, 4 seqs/step",
-     {100278, 0, 512, 8, 8, 8, 64, 1536, 500000.0, 1e-6, 512, 4}, 1024, 4, 2},
+     {100278, 0, 512, 8, 8, 8, 64, 1536, 500000.0, 1e-6, 512, 4}, 1024, 4, 2, 1},
+    {"smoke", "d 64, 2 layers, 4 heads, MLP 128, vocab 1000, T 64, 4 seqs/step (tests)",
+     {1000, 0, 64, 2, 4, 4, 16, 128, 500000.0, 1e-6, 32, 4}, 64, 4, 4, 0},
 };
+#define NCONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
+static const char *const PREC[2] = {"fp32", "bf16"};
 
-typedef struct { double tps, mfu, rss_gib, loss; } BenchResult;
+static const BenchConfig *find_config(const char *name) {
+    for (int c = 0; c < NCONFIGS; c++)
+        if (!strcmp(CONFIGS[c].name, name)) return &CONFIGS[c];
+    return NULL;
+}
 
-static BenchResult run_c(const BenchConfig *bc, int steps, double peak) {
+// ---- worker: one measurement in this process ---------------------------------------------
+// `olmo bench --worker CONFIG fp32|bf16 STEPS MICRO`: trains STEPS steps (after one warmup
+// step) on synthetic tokens, as rank dist_rank() of dist_world() when started by mpirun,
+// and rank 0 prints the lines of olmo_ref.py --bench: "tokens/s: ", "loss: " and
+// "peak RSS GiB: " (the largest over the ranks).
+static int worker(int argc, char **argv) {
+    if (argc != 6) die_input("olmo bench --worker CONFIG fp32|bf16 STEPS MICRO");
+    const BenchConfig *bc = find_config(argv[2]);
+    const int bf16 = !strcmp(argv[3], "bf16"), steps = atoi(argv[4]), micro = atoi(argv[5]);
+    if (!bc || (!bf16 && strcmp(argv[3], "fp32")) || steps < 1 || micro < 1)
+        die_input("olmo bench --worker: bad arguments");
+    dist_init();
+    const int W = dist_world(), rank = dist_rank(), T = bc->T, B = bc->batch;
+    if (B % micro || (B / micro) % W)
+        die_input("olmo bench --worker: %d micro-batches of %d do not split over %d ranks", B / micro, micro, W);
+    const int local = B / W;
+    matmul_set_precision(bf16 ? MATMUL_BF16 : MATMUL_FP32);
     ModelConfig cfg = bc->cfg;
     model_config_derive(&cfg);
     Model m;
-    model_create(&m, &cfg, bc->micro, bc->T);
+    model_create(&m, &cfg, micro, T);
     param_init(&m.table, m.params, 0);
     TrainCore tc = {0};
     tc.model = &m;
-    adamw_init(&tc.opt, &m.table, 0.9, 0.95, 1e-8, 0.1, 0);
+    // as `olmo train` sets up its core (trainer.c), also at one rank
+    train_core_shard(&tc, W, rank, local / micro, 0.9, 0.95, 1e-8, 0.1, 0);
     gradacc_init(&tc.acc, m.table.total);
     tc.max_grad_norm = 1.0;
     tc.z_loss = 1e-5f;
@@ -48,110 +85,291 @@ static BenchResult run_c(const BenchConfig *bc, int steps, double peak) {
     tc.sched.warmup = 2;
     tc.sched.max_steps = steps + 1;
     tc.sched.alpha_f = 0.1;
-    size_t n = (size_t)bc->batch * bc->T;
+    // the same global batch on every rank; each trains its contiguous block, as the loader gives it
+    size_t n = (size_t)B * T;
     int32_t *in = xmalloc(sizeof(int32_t) * n), *tg = xmalloc(sizeof(int32_t) * n);
     unsigned long long s = 12345;
     for (size_t i = 0; i < n; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         in[i] = (int32_t)((s >> 33) % (unsigned)cfg.vocab_size);
     }
-    for (size_t i = 0; i < n; i++) tg[i] = (i + 1) % bc->T ? in[i + 1] : -100;
+    for (size_t i = 0; i < n; i++) tg[i] = (i + 1) % T ? in[i + 1] : -100;
+    const size_t off = (size_t)rank * local * T;
     double total = 0;
     StepResult r = {0};
     for (int st = 0; st <= steps; st++) {   // step 0 is warmup (page faults, first-touch)
+        dist_barrier();
         double t0 = now_seconds();
-        r = train_step(&tc, in, tg, bc->batch, bc->micro, bc->T, st + 1, NULL);
+        r = train_step(&tc, in + off, tg + off, B, micro, T, st + 1, NULL);
         if (st > 0) total += now_seconds() - t0;
     }
-    BenchResult br;
-    br.tps = (double)n * steps / total;
-    br.mfu = br.tps * model_flops_per_token_olmo_core(&cfg, bc->T) / peak;
-    br.rss_gib = peak_rss_bytes() / (1024.0 * 1024 * 1024);
-    br.loss = r.loss;
+    double rss = (double)peak_rss_bytes(), *all = xmalloc(sizeof(double) * (size_t)W);
+    dist_allgather_doubles(&rss, 1, all);
+    for (int i = 0; i < W; i++) rss = fmax(rss, all[i]);
+    if (rank == 0)
+        printf("tokens/s: %.6g\nloss: %.6f\npeak RSS GiB: %.4f\n", (double)n * steps / total, r.loss,
+               rss / (1024.0 * 1024 * 1024));
+    free(all);
     free(in);
     free(tg);
-    gradacc_free(&tc.acc);
-    adamw_free(&tc.opt);
+    train_core_free(&tc);
     model_destroy(&m);
-    return br;
+    dist_finalize();
+    return 0;
 }
 
-// Locate tests/ref/olmo_ref.py next to the binary (build/olmo -> ../tests/ref).
-static int ref_script(char *out, size_t len) {
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) return -1;
-    exe[k] = 0;
-    char *dir = dirname(exe);
-    snprintf(out, len, "%s/../tests/ref/olmo_ref.py", dir);
-    return access(out, R_OK);
+// ---- launcher -------------------------------------------------------------------------
+// tps <= 0: not measured. other_cpus: CPUs kept busy by anything but the measured process
+// tree while it ran (other processes, hypervisor steal): the figures are low when > 0.
+typedef struct { double tps, loss, rss_gib, other_cpus; char probe[512]; } Measure;
+
+// CPU seconds the whole machine spent busy (/proc/stat: all but idle and iowait, steal included)
+static double machine_busy_seconds(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    int k = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                       &v[6], &v[7])
+              : 0;
+    if (f) fclose(f);
+    if (k < 8) return NAN;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static double run_torch(const BenchConfig *bc, int steps, int threads) {
-    char script[4096];
-    if (ref_script(script, sizeof script) != 0) return -1;
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 %s --bench --d-model %d --layers %d --heads %d --kv-heads %d --mlp %d --vocab %d --seq %d "
-             "--batch %d --micro-batch %d --window %d --steps %d --threads %d --dtype float32 2>&1",
-             script, bc->cfg.d_model, bc->cfg.n_layers, bc->cfg.n_heads, bc->cfg.n_kv_heads, bc->cfg.mlp_hidden,
-             bc->cfg.vocab_size, bc->T, bc->batch, bc->micro, bc->cfg.sliding_window, steps, threads);
+// Snapshot for other_load(): time, machine busy seconds, this process tree's CPU seconds
+typedef struct { double t, busy, own; } LoadMark;
+static LoadMark load_mark(void) {
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);   // waited-for children (and theirs): the measured runs
+    double own = self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec + kids.ru_stime.tv_sec +
+                 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec + kids.ru_stime.tv_usec);
+    return (LoadMark){now_seconds(), machine_busy_seconds(), own};
+}
+// CPUs that something else kept busy since `a` (0 on a quiet machine, up to the core count)
+static double other_load(LoadMark a) {
+    LoadMark b = load_mark();
+    return (b.busy - a.busy - (b.own - a.own)) / (b.t - a.t);
+}
+#define BUSY_CPUS 0.25   // above this, a line is marked BUSY
+
+// This binary: the workers run /proc/PID/exe, the very file this process runs even if a
+// rebuild replaced build/olmo meanwhile; its directory locates tests/ref/olmo_ref.py.
+static void self_exe(char *out, size_t len) { snprintf(out, len, "/proc/%d/exe", (int)getpid()); }
+static void self_dir(char *out, size_t len) {
+    ssize_t k = readlink("/proc/self/exe", out, len - 1);
+    if (k <= 0) die("olmo bench: cannot read /proc/self/exe");
+    out[k] = 0;
+    char *del = strstr(out, " (deleted)");
+    if (del) *del = 0;
+    char *slash = strrchr(out, '/');
+    if (slash) *slash = 0;
+}
+
+// Run `cmd` (a worker or olmo_ref.py --bench) and read its "tokens/s: ", "loss: ",
+// "peak RSS GiB: " and "autocast ..." lines; on failure show its last lines.
+static Measure run_measure(const char *cmd, const char *label) {
+    Measure m = {.tps = -1, .loss = NAN, .rss_gib = NAN};
+    const LoadMark mark = load_mark();
     FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    char line[1024];
-    double tps = -1;
-    while (fgets(line, sizeof line, p))
-        if (!strncmp(line, "tokens/s:", 9)) tps = atof(line + 9);
-    pclose(p);
-    return tps;
+    if (!p) return m;
+    char line[2048], tail[4][2048] = {{""}};
+    int nl = 0;
+    while (fgets(line, sizeof line, p)) {
+        snprintf(tail[nl++ % 4], sizeof tail[0], "%s", line);
+        if (!strncmp(line, "tokens/s:", 9)) m.tps = atof(line + 9);
+        else if (!strncmp(line, "loss:", 5)) m.loss = atof(line + 5);
+        else if (!strncmp(line, "peak RSS GiB:", 13)) m.rss_gib = atof(line + 13);
+        else if (!strncmp(line, "autocast", 8)) snprintf(m.probe, sizeof m.probe, "%.*s", (int)strcspn(line, "\n"), line);
+    }
+    int rc = pclose(p);
+    m.other_cpus = other_load(mark);
+    if (rc == 0 && isfinite(m.tps) && m.tps > 0) return m;
+    fprintf(stderr, "olmo bench: %s failed (exit status %d); last output:\n", label, rc);
+    for (int i = nl > 4 ? nl - 4 : 0; i < nl; i++) fprintf(stderr, "    | %s", tail[i % 4]);
+    m.tps = -1;
+    return m;
+}
+
+// olmo.c: `threads` OpenMP threads in one process, or (ranks > 0) `ranks` processes of one
+// thread each under mpirun.
+static Measure measure_c(const BenchConfig *bc, int bf16, int steps, int micro, int threads, int ranks) {
+    char exe[4096], cmd[8192], label[128];
+    self_exe(exe, sizeof exe);
+    if (ranks > 0)
+        snprintf(cmd, sizeof cmd,
+                 "mpirun --oversubscribe --allow-run-as-root -np %d -x OMP_NUM_THREADS=1 '%s' bench --worker %s %s %d %d "
+                 "2>&1",
+                 ranks, exe, bc->name, PREC[bf16], steps, micro);
+    else
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' bench --worker %s %s %d %d 2>&1", threads, exe, bc->name,
+                 PREC[bf16], steps, micro);
+    snprintf(label, sizeof label, "olmo.c config (%s) %s, %d %s", bc->name, PREC[bf16], ranks ? ranks : threads,
+             ranks ? "rank(s)" : "thread(s)");
+    return run_measure(cmd, label);
+}
+
+// The PyTorch reference: fp32, or (bf16) fp32 master weights with the forward under
+// torch.autocast(cpu, bfloat16). Not measured (tps < 0) without /usr/bin/python3 + torch.
+static Measure measure_torch(const BenchConfig *bc, int bf16, int steps, int threads) {
+    char dir[4096], script[4200], cmd[8192];
+    self_dir(dir, sizeof dir);
+    snprintf(script, sizeof script, "%s/../tests/ref/olmo_ref.py", dir);
+    if (access(script, R_OK) || access("/usr/bin/python3", X_OK)) return (Measure){.tps = -1};
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s' --bench --d-model %d --layers %d --heads %d --kv-heads %d "
+             "--mlp %d --vocab %d --seq %d --batch %d --micro-batch %d --window %d --steps %d --threads %d "
+             "--dtype float32%s 2>&1",
+             script, bc->cfg.d_model, bc->cfg.n_layers, bc->cfg.n_heads, bc->cfg.n_kv_heads, bc->cfg.mlp_hidden,
+             bc->cfg.vocab_size, bc->T, bc->batch, bc->micro, bc->cfg.sliding_window, steps, threads,
+             bf16 ? " --autocast bf16" : "");
+    return run_measure(cmd, bf16 ? "PyTorch bf16 autocast" : "PyTorch fp32");
+}
+
+// "  olmo.c   fp32 sgemm    2 threads:    701.6 tokens/s" (label padded to `pad`)
+static void print_c(const char *prec, const char *eng, const char *label, int pad, double tps) {
+    printf("  olmo.c   %-4s %-8s %-*s %8.1f tokens/s", prec, eng, pad, label, tps);
+}
+
+// Ends a result line: marks it when other processes took CPU meanwhile (counted in *busy).
+static void end_line(double other_cpus, int *busy) {
+    if (other_cpus > BUSY_CPUS) {
+        printf(" | BUSY: other load %.1f CPUs", other_cpus);
+        (*busy)++;
+    }
+    printf("\n");
+    fflush(stdout);
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
     if (cli_wants_help(argc, argv)) {
-        printf("usage: olmo bench [--config a|b|all] [--steps N] [--no-torch] [--threads-scan]\n"
-               "  (a) %s\n  (b) %s\n"
-               "  Threads: OMP_NUM_THREADS (default: all cores). --threads-scan also runs 1 thread.\n"
-               "  MFU uses the OLMo-core FLOP count against the measured fp32 GEMM peak.\n",
-               CONFIGS[0].about, CONFIGS[1].about);
+        printf("usage: olmo bench [--config a|b|all|smoke] [--precision fp32|bf16|both] [--steps N] [--no-torch]\n"
+               "                  [--threads-scan] [--ranks-scan]\n"
+               "Training throughput on fixed configs with synthetic tokens (one warmup step, then N steps):\n"
+               "  (a) %s\n  (b) %s\n  (smoke) %s\n"
+               "  --config      which config (default: all = a and b)\n"
+               "  --precision   matmul precision (default: both): fp32, or bf16 (every matmul's operands\n"
+               "                rounded to bf16, fp32 accumulation, on AMX tiles when the CPU has them)\n"
+               "  --steps N     timed steps after the warmup step (default 3)\n"
+               "  --no-torch    skip the PyTorch reference (tests/ref/olmo_ref.py --bench, /usr/bin/python3),\n"
+               "                otherwise run in the same run at the same thread count: fp32, and for bf16\n"
+               "                also fp32 master weights with the forward under torch.autocast(cpu, bfloat16)\n"
+               "  --threads-scan  also olmo.c at 1 thread (ratio N threads / 1 thread)\n"
+               "  --ranks-scan    also olmo.c data parallel under mpirun: 1 rank x 1 thread vs 2 ranks x 1\n"
+               "                thread, the sharded step of `mpirun -np 2 olmo train`, same global batch\n"
+               "                and micro-batch (at most half the global batch, so it splits over 2 ranks;\n"
+               "                the two losses are then bitwise equal)\n"
+               "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
+               "                process (bench starts one per line, directly or under mpirun)\n"
+               "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
+               "peak RSS). MFU: OLMo-core FLOP count against this machine's measured GEMM peak of the same\n"
+               "precision (fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward), both cached in ~/.cache/olmo.\n"
+               "PyTorch trains its own init and data (compare throughput, not loss). A line marked BUSY ran\n"
+               "while other processes kept the CPUs busy: its figures are low.\n",
+               CONFIGS[0].about, CONFIGS[1].about, CONFIGS[2].about);
         return 0;
     }
-    const char *which = "all";
-    int steps = 3, torch = 1, scan = 0;
+    const char *which = "all", *prec = "both";
+    int steps = 3, torch = 1, tscan = 0, rscan = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-torch")) torch = 0;
-        else if (!strcmp(argv[i], "--threads-scan")) scan = 1;
+        else if (!strcmp(argv[i], "--threads-scan")) tscan = 1;
+        else if (!strcmp(argv[i], "--ranks-scan")) rscan = 1;
         else die_input("olmo bench: unknown argument '%s' (see --help)", argv[i]);
     }
     if (steps < 1) die_input("olmo bench: --steps must be >= 1");
-    int threads = omp_get_max_threads();
-    const char *src;
-    double peak = peak_flops(0, &src);
-    printf("machine: %d threads, fp32 GEMM peak %.1f GFLOP/s (%s)\n", threads, peak / 1e9, src);
-    for (size_t c = 0; c < sizeof CONFIGS / sizeof CONFIGS[0]; c++) {
+    if (strcmp(which, "all") && !find_config(which)) die_input("olmo bench: --config must be a, b, all or smoke");
+    int want[2] = {!strcmp(prec, "fp32") || !strcmp(prec, "both"), !strcmp(prec, "bf16") || !strcmp(prec, "both")};
+    if (!want[0] && !want[1]) die_input("olmo bench: --precision must be fp32, bf16 or both");
+#ifndef OLMO_MPI
+    if (rscan) die_input("olmo bench: --ranks-scan needs a binary built with MPI (make MPI=1)");
+#endif
+    if (rscan && system("command -v mpirun >/dev/null 2>&1") != 0)
+        die_input("olmo bench: --ranks-scan needs mpirun (OpenMPI) on PATH");
+    const int threads = omp_get_max_threads();
+    const char *src[2] = {"", ""}, *eng[2] = {"sgemm", matmul_bf16_engine()};
+    double peak[2] = {0, 0};
+    int busy = 0, over = 0;
+    LoadMark mark = load_mark();
+    if (want[0]) peak[0] = peak_flops(0, &src[0]);
+    if (want[1]) peak[1] = peak_flops_bf16(&src[1]);
+    printf("machine: %d threads", threads);
+    for (int p = 0; p < 2; p++)
+        if (want[p]) printf(" | %s GEMM peak %.1f GFLOP/s (%s, %s)", PREC[p], peak[p] / 1e9, eng[p], src[p]);
+    end_line(other_load(mark), &busy);
+    char width[32], width1[32] = "1 thread:";
+    snprintf(width, sizeof width, "%d threads:", threads);
+    int failed = 0;
+    for (int c = 0; c < NCONFIGS; c++) {
         const BenchConfig *bc = &CONFIGS[c];
-        if (strcmp(which, "all") && strcmp(which, bc->name)) continue;
+        if (strcmp(which, bc->name) && (strcmp(which, "all") || !bc->in_all)) continue;
         printf("config (%s): %s\n", bc->name, bc->about);
         fflush(stdout);
-        BenchResult r = run_c(bc, steps, peak);
-        printf("  olmo.c   %d threads: %8.1f tokens/s | MFU %5.1f%% | peak RSS %.2f GiB | loss %.4f\n", threads, r.tps,
-               100 * r.mfu, r.rss_gib, r.loss);
-        fflush(stdout);
-        if (scan && threads > 1) {
-            omp_set_num_threads(1);
-            BenchResult r1 = run_c(bc, steps, peak_flops_calibrate(1024));
-            omp_set_num_threads(threads);
-            printf("  olmo.c   1 thread:  %8.1f tokens/s (%.2fx from 1 to %d threads)\n", r1.tps, r.tps / r1.tps, threads);
+        Measure mc[2] = {{.tps = -1}, {.tps = -1}};
+        for (int p = 0; p < 2; p++) {
+            if (!want[p]) continue;
+            mc[p] = measure_c(bc, p, steps, bc->micro, threads, 0);
+            if (mc[p].tps <= 0) { failed = 1; continue; }
+            ModelConfig cfg = bc->cfg;
+            model_config_derive(&cfg);
+            double mfu = mc[p].tps * model_flops_per_token_olmo_core(&cfg, bc->T) / peak[p];
+            over += mfu > 1;
+            print_c(PREC[p], eng[p], width, 11, mc[p].tps);
+            printf(" | MFU %5.1f%% of %s peak | peak RSS %.2f GiB | loss %.4f", 100 * mfu, PREC[p], mc[p].rss_gib,
+                   mc[p].loss);
+            end_line(mc[p].other_cpus, &busy);
+            if (tscan && threads > 1) {
+                Measure m1 = measure_c(bc, p, steps, bc->micro, 1, 0);
+                if (m1.tps <= 0) { failed = 1; continue; }
+                print_c(PREC[p], eng[p], width1, 11, m1.tps);
+                printf(" | %d threads / 1 thread = %.2fx", threads, mc[p].tps / m1.tps);
+                end_line(m1.other_cpus, &busy);
+            }
         }
         if (torch) {
-            double t = run_torch(bc, steps, threads);
-            if (t > 0)
-                printf("  PyTorch  %d threads: %8.1f tokens/s | olmo.c / PyTorch = %.2fx\n", threads, t, r.tps / t);
-            else
-                printf("  PyTorch: not measured (tests/ref/olmo_ref.py or /usr/bin/python3 with torch missing)\n");
+            Measure mt[2] = {{.tps = -1}, {.tps = -1}};
+            for (int p = 0; p < 2 && (p == 0 || want[1]); p++) {   // fp32 always: it is the reference
+                mt[p] = measure_torch(bc, p, steps, threads);
+                if (mt[p].tps <= 0) {
+                    printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
+                    continue;
+                }
+                printf("  PyTorch  %-13s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
+                       width, mt[p].tps, mt[p].rss_gib, mt[p].loss);
+                for (int q = 0; q < 2; q++)   // olmo.c at precision q against this PyTorch run
+                    if (mc[q].tps > 0 && (q == p || q == 1))
+                        printf(" | olmo.c %s / this = %.2fx", PREC[q], mc[q].tps / mt[p].tps);
+                end_line(mt[p].other_cpus, &busy);
+                if (mt[p].probe[0]) printf("           %s\n", mt[p].probe);
+            }
         }
-        fflush(stdout);
+        if (rscan) {
+            const int micro = bc->micro < bc->batch / 2 ? bc->micro : bc->batch / 2;
+            printf("  data parallel (mpirun, 1 thread per rank, global batch %d, micro-batch %d):\n", bc->batch, micro);
+            for (int p = 0; p < 2; p++) {
+                if (!want[p]) continue;
+                Measure mr[2];
+                for (int w = 0; w < 2; w++) {
+                    char lab[32];
+                    snprintf(lab, sizeof lab, "%d rank%s x 1 thread:", w + 1, w ? "s" : "");
+                    mr[w] = measure_c(bc, p, steps, micro, 1, w + 1);
+                    if (mr[w].tps <= 0) { failed = 1; break; }
+                    print_c(PREC[p], eng[p], lab, 19, mr[w].tps);
+                    printf(" | peak RSS %.2f GiB/rank | loss %.4f", mr[w].rss_gib, mr[w].loss);
+                    if (w) printf(" | 2 ranks / 1 rank = %.2fx", mr[1].tps / mr[0].tps);
+                    end_line(mr[w].other_cpus, &busy);
+                }
+            }
+        }
     }
-    return 0;
+    if (busy)
+        printf("warning: other processes kept the CPUs busy during %d of these measurements (marked BUSY): those\n"
+               "figures are low; rerun on a quiet machine.\n", busy);
+    if (over)
+        printf("warning: MFU above 100%%: the cached GEMM peak was measured low (on a busy machine?); delete\n"
+               "the peak-*.txt files in ~/.cache/olmo (or $XDG_CACHE_HOME/olmo) to measure it again.\n");
+    return failed;
 }

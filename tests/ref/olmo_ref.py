@@ -8,12 +8,16 @@ Modes:
   --selftest                     gradcheck + attention-mask checks on tiny configs
   --write-dump DIR --preset tiny  write a parity dump (same files as the C tool) from the
                                   reference itself (fp32 by default), for testing check_parity.py
-  --bench ...                     tokens/s of a training step on CPU
+  --bench ...                     tokens/s of a training step on CPU (--autocast bf16: the
+                                  forward under torch.autocast(cpu, bfloat16), fp32 master
+                                  weights and loss, same AdamW)
 """
 import argparse
+import contextlib
 import json
 import math
 import os
+import resource
 import sys
 import time
 
@@ -261,6 +265,15 @@ class Trainer:
         self.opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                                      eps=cfg.eps)
         self.n_steps = 0
+        # Bench only (--autocast bf16): run forward() under torch.autocast(cpu, this dtype);
+        # the logits go back to self.dtype before the loss (autocast on the CPU would run
+        # logsumexp in bf16). None: plain self.dtype everywhere (the reference).
+        self.autocast = None
+
+    def _amp(self):
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type="cpu", dtype=self.autocast)
 
     def accumulate(self, ids, labels, keep_logits=False):
         """Forward+backward of one global batch into .grad. Returns (loss, ce, z, logits|None)."""
@@ -275,7 +288,8 @@ class Trainer:
         logits_all = []
         mb = cfg.micro_batch
         for b0 in range(0, G, mb):
-            logits = forward(self.P, cfg, ids[b0:b0 + mb])
+            with self._amp():
+                logits = forward(self.P, cfg, ids[b0:b0 + mb]).to(self.dtype)  # no-op without autocast
             loss, ce, z = loss_sums(logits, labels[b0:b0 + mb], cfg.z_loss, denom)
             loss.backward()
             tot[0] += loss.item()
@@ -560,6 +574,37 @@ def selftest():
 
 # ----------------------------------------------------------------------------- bench
 
+def autocast_probe():
+    """A TorchDispatchMode recording (op, output dtype) of every aten op below autocast: what
+    torch.autocast actually ran in bf16. summary() -> one line."""
+    import collections
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Probe(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            o = out[0] if isinstance(out, (tuple, list)) else out
+            if isinstance(o, torch.Tensor) and o.is_floating_point():
+                self.seen[(func.overloadpacket.__name__, str(o.dtype).replace("torch.", ""))] += 1
+            return out
+
+        def summary(self):
+            def n(op, dt):
+                return self.seen.get((op, dt), 0)
+            mats = [f"{op} {n(op, 'bfloat16')}/{n(op, 'bfloat16') + n(op, 'float32')} bf16"
+                    for op in ("mm", "bmm") if n(op, "bfloat16") + n(op, "float32")]
+            views = {"_reshape_alias", "_unsafe_view", "view", "t", "transpose", "expand", "detach",
+                     "clone", "_to_copy", "slice", "new_zeros", "mm", "bmm"}
+            other = sorted({op for (op, dt) in self.seen if dt == "bfloat16" and op not in views})
+            return (f"autocast (warmup step): {', '.join(mats)}; also in bf16: {', '.join(other)}; "
+                    f"loss logsumexp {'float32' if n('logsumexp', 'float32') else 'bfloat16'}")
+    return Probe()
+
+
 def bench(a):
     torch.set_num_threads(a.threads)
     V = ((a.vocab + 127) // 128) * 128
@@ -575,21 +620,29 @@ def bench(a):
     P = init_params(cfg, 0, dtype)
     ids, labels = make_batches(cfg, 1)
     tr = Trainer(cfg, P, dtype)
+    if a.autocast:
+        tr.autocast = torch.bfloat16
     n_par = sum(int(np.prod(s)) for s in param_shapes(cfg).values())
     print(f"bench: params {n_par:,} padded_vocab {V} seq {a.seq} batch {a.batch} "
-          f"micro {cfg.micro_batch} threads {a.threads} dtype {a.dtype}")
+          f"micro {cfg.micro_batch} threads {a.threads} dtype {a.dtype} autocast {a.autocast or 'off'}")
     times = []
     for s in range(a.steps + 1):
+        probe = autocast_probe() if a.autocast and s == 0 else contextlib.nullcontext()
         t0 = time.time()
-        loss = tr.accumulate(ids[s], labels[s])[0]
+        with probe:
+            loss = tr.accumulate(ids[s], labels[s])[0]
         norm, lr = tr.update()
         dt = time.time() - t0
         tag = "warmup" if s == 0 else ""
         print(f"step {s + 1}: loss {loss:.4f} grad_norm {norm:.4f} lr {lr:.3e} {dt:.3f}s {tag}")
+        if s == 0 and a.autocast:
+            print(probe.summary())
         if s > 0:
             times.append(dt)
     tok = a.batch * a.seq
     tps = tok * len(times) / sum(times)
+    print(f"loss: {loss:.4f}")
+    print(f"peak RSS GiB: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.4f}")  # ru_maxrss: KiB
     print(f"tokens/s: {tps:.1f} (mean over {len(times)} steps after 1 warmup step)")
 
 
@@ -619,6 +672,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--dtype", default=None, choices=["float32", "float64"])
+    ap.add_argument("--autocast", default=None, choices=["bf16"],
+                    help="(with --bench) forward under torch.autocast(cpu, bfloat16); needs --dtype float32")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -641,6 +696,8 @@ def main():
         return 0
     if a.bench:
         a.dtype = a.dtype or "float32"
+        if a.autocast and a.dtype != "float32":
+            ap.error("--autocast bf16 needs --dtype float32 (fp32 master weights)")
         a.threads = a.threads or torch.get_num_threads()
         bench(a)
         return 0

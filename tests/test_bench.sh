@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# test_bench.sh: `olmo bench` (issue 8) prints what it promises, with finite numbers:
+#  1. config (a), one timed step, fp32 and bf16: a tokens/s | MFU | peak RSS | loss line per
+#     precision, the header with both measured GEMM peaks, each cached under its own key;
+#  2. the smoke config with --threads-scan --ranks-scan and PyTorch: 1-thread lines, the
+#     PyTorch fp32 and bf16-autocast lines with their ratios (autocast ran every matmul in
+#     bf16), and 1 vs 2 MPI ranks per precision with the same loss (1 and 2 micro-batches
+#     per rank: the data-parallel step is bitwise the single-process one);
+#  3. --help names every option; a bad --precision is exit 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLMO=${OLMO_BIN:-$PWD/build/olmo}
+PY=${PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export XDG_CACHE_HOME=$TMP/cache OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset OMP_NUM_THREADS
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# check LOG PYTHON-ASSERTIONS: the bench lines of LOG parsed into `lines` (list of str) and
+# `num(pattern)` (floats of the first group of every match), then the assertions run
+check() {
+  $PY - "$1" "$2" <<'PY'
+import math, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+def num(pat):
+    return [float(m.group(1)) for l in lines for m in [re.search(pat, l)] if m]
+def finite(xs, lo=0.0, hi=math.inf):
+    return len(xs) > 0 and all(math.isfinite(x) and lo < x < hi for x in xs)
+try:
+    exec(sys.argv[2])
+except AssertionError as e:
+    print("\n".join(lines))
+    sys.exit(f"assertion failed: {e}")
+PY
+}
+
+# --- 1. config (a), fp32 and bf16
+"$OLMO" bench --config a --steps 1 --no-torch --precision both >"$TMP/a.log" 2>&1 || { cat "$TMP/a.log"; fail "bench a"; }
+check "$TMP/a.log" '
+assert re.search(r"fp32 GEMM peak [0-9.]+ GFLOP/s .*\| bf16 GEMM peak [0-9.]+ GFLOP/s \((amx|emulated),", lines[0]), "header with both peaks"
+for p in ("fp32", "bf16"):
+    row = r"olmo\.c +" + p + r" +\S+ +\d+ threads?: +"
+    tps = num(row + r"([0-9.]+) tokens/s")
+    assert len(tps) == 1 and finite(tps), f"{p}: one finite tokens/s line, got {tps}"
+    assert finite(num(row + r".*MFU +([0-9.]+)% of " + p + " peak"), 0, 1000), f"{p} MFU"
+    assert finite(num(row + r".*peak RSS ([0-9.]+) GiB"), 0.1, 24), f"{p} peak RSS"
+    assert finite(num(row + r".*loss ([0-9.]+)"), 10, 13), f"{p} loss near ln(100278)"
+l32, l16 = num(r"fp32 .*loss ([0-9.]+)")[0], num(r"bf16 .*loss ([0-9.]+)")[0]
+assert abs(l32 - l16) < 0.05, f"bf16 loss {l16} far from fp32 {l32}"
+'
+ls "$TMP"/cache/olmo/peak-*-t*.txt >/dev/null && ls "$TMP"/cache/olmo/peak-bf16-*-t*.txt >/dev/null \
+  || fail "fp32 and bf16 peaks not cached separately: $(ls "$TMP"/cache/olmo)"
+[ "$(ls "$TMP"/cache/olmo | wc -l)" = 2 ] || fail "expected two cached peaks: $(ls "$TMP"/cache/olmo)"
+grep -q "cached fp32 GEMM calibration" <("$OLMO" bench --config smoke --steps 1 --no-torch --precision fp32) \
+  || fail "second run did not use the cached fp32 peak"
+echo "ok config (a): fp32 and bf16 lines, both peaks measured and cached"
+
+# --- 2. smoke config: threads, PyTorch, ranks
+torch=0; $PY -c "import torch" 2>/dev/null && torch=1
+mpi=0; command -v mpirun >/dev/null && mpi=1
+args=(--config smoke --steps 1 --precision both --threads-scan)
+[ $torch = 1 ] || args+=(--no-torch)
+[ $mpi = 1 ] && args+=(--ranks-scan)
+"$OLMO" bench "${args[@]}" >"$TMP/s.log" 2>&1 || { cat "$TMP/s.log"; fail "bench smoke"; }
+check "$TMP/s.log" "
+import os
+torch, mpi = $torch, $mpi
+if (os.cpu_count() or 1) > 1:
+    for p in ('fp32', 'bf16'):
+        assert finite(num(p + r' +\S+ +1 thread: +([0-9.]+) tokens/s.*threads / 1 thread = ([0-9.]+)x')), p + ' 1 thread'
+if torch:
+    assert finite(num(r'PyTorch +fp32 .* ([0-9.]+) tokens/s .*olmo.c fp32 / this = [0-9.]+x \| olmo.c bf16 / this = [0-9.]+x')), 'PyTorch fp32 line with both ratios'
+    assert finite(num(r'PyTorch +bf16 autocast .* ([0-9.]+) tokens/s .*olmo.c bf16 / this = [0-9.]+x')), 'PyTorch bf16 line with its ratio'
+    m = [re.search(r'mm (\d+)/(\d+) bf16, bmm (\d+)/(\d+) bf16', l) for l in lines]
+    m = [x for x in m if x]
+    assert len(m) == 1 and m[0].group(1) == m[0].group(2) != '0', 'autocast ran every matmul in bf16'
+if mpi:
+    for p in ('fp32', 'bf16'):
+        one = num(p + r' +\S+ +1 rank x 1 thread: +([0-9.]+) tokens/s')
+        two = num(p + r' +\S+ +2 ranks x 1 thread: +([0-9.]+) tokens/s.*2 ranks / 1 rank = [0-9.]+x')
+        assert finite(one) and finite(two) and len(one) == len(two) == 1, p + ' rank lines'
+        loss = num(p + r' +\S+ +\d ranks? x 1 thread: .*loss ([0-9.]+)')
+        assert len(loss) == 2 and loss[0] == loss[1], f'{p}: 1 and 2 ranks losses differ: {loss}'
+"
+echo "ok smoke: threads-scan, PyTorch (torch=$torch), ranks-scan (mpirun=$mpi)"
+
+# --- 3. help and bad input
+help=$("$OLMO" bench --help)
+for o in --config --precision --steps --no-torch --threads-scan --ranks-scan --worker; do
+  grep -q -- "$o" <<<"$help" || fail "--help does not document $o"
+done
+rc=0; "$OLMO" bench --precision fp16 >"$TMP/bad.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q -- "--precision must be" "$TMP/bad.log" || fail "bad --precision: exit $rc"
+echo "test_bench: ok"
