@@ -185,7 +185,12 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", "eval");
     cJSON_AddNumberToObject(o, "step", (double)step);
+    // Held-out numbers are computed in fp32 whatever the training precision, so runs in
+    // different precisions are judged by the same measure (the weights are fp32 anyway).
+    MatmulPrecision prec = matmul_get_precision();
+    matmul_set_precision(MATMUL_FP32);
     eval_run(ev, m, o);
+    matmul_set_precision(prec);
     metrics_write(log, o);
     eval_print_summary(o, step);
     double ce = watched_ce(o, w->set);
@@ -294,8 +299,8 @@ int cmd_train(int argc, char **argv) {
     BackendKind bkind;
     Precision bprec;
     if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
-    // The CPU model (training on cpu; evaluation on both backends) runs its matmuls in the
-    // run's precision on cpu, in fp32 under cuda (the host copy evaluates in fp32).
+    // The CPU model trains with its matmuls in the run's precision (run_eval switches to
+    // fp32 for evaluation; under cuda the host copy only evaluates).
     matmul_set_precision(bkind == BACKEND_CPU && bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
 
     // Open the data, the eval sets and the checkpoint before anything is written: bad
@@ -452,6 +457,8 @@ int cmd_train(int argc, char **argv) {
             peak = bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
             peak_src = bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
                                                : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides";
+        } else if (bprec == PRECISION_BF16 && r->peak_flops <= 0) {
+            peak = peak_flops_bf16(&peak_src);   // bf16 runs: MFU against the measured bf16 matmul rate
         } else peak = peak_flops(r->peak_flops, &peak_src);
         fpt = model_flops_per_token_olmo_core(&cfg, T);
         double fpt_w = model_flops_per_token_window(&cfg, T);
