@@ -248,10 +248,16 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
     // k blocks bound the A/B panels a block streams (2048 k = 128 KiB per 32-row panel); a
     // k block's partial sums round-trip through C exactly, so blocking changes no result.
     const int KC = KT <= 128 ? KT : 64;
-    // The larger operand is walked once: blocks along the smaller dimension vary fastest,
-    // so the panel of the larger one stays in cache while the smaller one is reused.
+    // Loop order: blocks along the smaller operand's dimension vary fastest, in groups whose
+    // panels fit ~512 KiB of L2, and within a group the other operand's panel (one block of
+    // the slow dimension) stays in L1 across the group. So the larger operand streams once
+    // per group pass and the smaller one from L2 -- not both from L3.
     const int n_fast = M >= N;
-    const long nblocks = (long)MB * NB;
+    const int F = n_fast ? NB : MB, S = n_fast ? MB : NB;
+    const int kc_bytes = (KC < KT ? KC : KT) * 32 * 2 * 32;   // one 32-row panel of a k block
+    int FG = (512 << 10) / kc_bytes;
+    FG = FG < 1 ? 1 : FG > F ? F : FG;
+    const long ngroups = (F + FG - 1) / FG, nblocks = ngroups * S * FG;
 #pragma omp parallel if (!omp_in_parallel())
     {
         tiles_configure();
@@ -261,7 +267,10 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
             const OutCtx *o = &oc;
 #pragma omp for schedule(static)
             for (long b = 0; b < nblocks; b++) {
-                int mb = n_fast ? (int)(b / NB) : (int)(b % MB), nb = n_fast ? (int)(b % NB) : (int)(b / MB);
+                const long g = b / ((long)S * FG);
+                const int sl = (int)(b / FG % S), f = (int)(g * FG + b % FG);
+                if (f >= F) continue;
+                const int mb = n_fast ? sl : f, nb = n_fast ? f : sl;
                 int mt = 2 * mb, nt = 2 * nb;
                 block_kernel(o, A, a_kbt, B, b_kbt, mt, nt, MT - mt >= 2 ? 2 : 1, NT - nt >= 2 ? 2 : 1, kt0, kt1);
             }
