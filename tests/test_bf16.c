@@ -5,7 +5,8 @@
 // two bf16 values are exact in fp32, so the only error left is fp32 accumulation:
 // tolerance 1e-5 relative to the output's largest magnitude, as for the fp32 matmul.
 // Also: every pack layout and transpose, edge shapes (M, N not multiples of 16, K not of
-// 32), accumulate, AMX vs emulated agreement, and bitwise determinism at 1, 2 and 3 threads.
+// 32; several k blocks and L2 groups), accumulate, AMX vs emulated agreement, and bitwise
+// determinism at 1, 2 and 3 threads.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -49,14 +50,18 @@ static void test_round(void) {
 
 // C (M, N) = A (M, K) @ B (K, N) in double from rounded operands, layouts as gemm_bf16
 static void ref_gemm(double *C, int at, int bt, int M, int N, int K, const float *A, int lda, const float *B, int ldb) {
+    double *a = malloc(sizeof(double) * M * K), *b = malloc(sizeof(double) * N * K);  // rounded, (M, K) and (N, K)
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) a[(size_t)i * K + k] = rb(at ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++) b[(size_t)j * K + k] = rb(bt ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;
-            for (int k = 0; k < K; k++)
-                s += rb(at ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
-                     rb(bt ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            for (int k = 0; k < K; k++) s += a[(size_t)i * K + k] * b[(size_t)j * K + k];
             C[(size_t)i * N + j] = s;
         }
+    free(a), free(b);
 }
 static double err_rel_max(const float *C, const double *ref, size_t n) {
     double mx = 0, e = 0;
@@ -73,7 +78,16 @@ static void test_gemm(int at, int bt, int M, int N, int K, int accumulate) {
     ref_gemm(ref, at, bt, M, N, K, A, lda, B, ldb);
     if (accumulate)
         for (size_t i = 0; i < (size_t)M * N; i++) ref[i] += C[i];
+    float *C3 = malloc(sizeof(float) * M * N);
+    memcpy(C3, C, sizeof(float) * M * N);
+    omp_set_num_threads(1);
     gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C, N);
+    omp_set_num_threads(3);
+    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C3, N);
+    omp_set_num_threads(2);
+    CHECK(!memcmp(C, C3, sizeof(float) * M * N), "gemm_bf16 at=%d bt=%d M=%d N=%d K=%d acc=%d: 1 and 3 threads differ",
+          at, bt, M, N, K, accumulate);
+    free(C3);
     double e = err_rel_max(C, ref, (size_t)M * N);
     CHECK(e < 1e-5, "gemm_bf16 at=%d bt=%d M=%d N=%d K=%d acc=%d (%s): rel err %.3g > 1e-5", at, bt, M, N, K,
           accumulate, matmul_bf16_engine(), e);
@@ -250,7 +264,8 @@ int main(int argc, char **argv) {
     }
     printf("bf16 engine: %s\n", matmul_bf16_engine());
     test_round();
-    int shapes[][3] = {{16, 16, 32}, {32, 32, 64}, {48, 80, 96}, {17, 33, 45}, {1, 5, 3}, {100, 7, 300}, {64, 256, 4100}};
+    int shapes[][3] = {{16, 16, 32}, {32, 32, 64}, {48, 80, 96}, {17, 33, 45}, {1, 5, 3}, {100, 7, 300}, {64, 256, 4100},
+                      {200, 400, 2100}};  // 66 k-tiles: 3 L2 groups of 3 m blocks, the last short
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int at = 0; at < 2; at++)
             for (int bt = 0; bt < 2; bt++)
