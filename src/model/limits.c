@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
+
 static double params_d(const ModelConfig *c) {
     double C = c->d_model, q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
     double block = C * q + 2 * C * kv + q * C + 3 * C * (double)c->mlp_hidden + q + kv + 2 * C;
@@ -20,8 +22,23 @@ static double act_floats_d(const ModelConfig *c, int B, int T) {
     return (double)c->n_layers * per_layer + N * (2 * C + 8) + 2048.0 * c->padded_vocab + (double)T * c->head_dim;
 }
 
+// MATMUL_BF16 workspaces (src/kernels/cpu/bf16*.c, lmhead.c), an upper estimate over both
+// engines: the LM head weight packed twice in bf16 (AMX) or copied once in fp32 (emulated),
+// x packed twice, 6 dx partials, per-block row stats, per-thread logits/dlogits blocks, and
+// the two packed (or rounded) operands of the largest layer matmul.
+static double bf16_extra_bytes(const ModelConfig *c, int B, int T) {
+    double N = (double)B * T, C = c->d_model, V = c->padded_vocab, H = c->mlp_hidden;
+    double Q = (double)c->n_heads * c->head_dim, KV = (double)c->n_kv_heads * c->head_dim;
+    double widest = 2 * H > Q + 2 * KV ? 2 * H : Q + 2 * KV;
+    double threads = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? (double)sysconf(_SC_NPROCESSORS_ONLN) : 1.0;
+    double lmhead = 4 * V * C + 4 * N * C + 24 * N * C + 12 * N * (V / 1024 + 2) + threads * (2 << 20);
+    double layer = 4 * (N * widest + widest * C);
+    return lmhead + layer;
+}
+
 double model_train_bytes(const ModelConfig *c, int B, int T) {
-    return 16.0 * params_d(c) + 4.0 * act_floats_d(c, B, T);
+    double extra = matmul_get_precision() == MATMUL_BF16 ? bf16_extra_bytes(c, B, T) : 0.0;
+    return 16.0 * params_d(c) + 4.0 * act_floats_d(c, B, T) + extra;
 }
 
 int model_check_size(const ModelConfig *c, int B, int T, char *err, size_t n) {

@@ -14,9 +14,10 @@
 #define MODEL_MAX_PARAMS 274877906944.0
 #define MODEL_MAX_ACT_FLOATS 274877906944.0
 
-// fp32 training memory of one process in bytes (world size 1), computed in double so that
+// Training memory of one process in bytes (world size 1), computed in double so that
 // absurd shapes cannot overflow: params + grads + Adam m, v (16 bytes per parameter), plus
-// activations and scratch of one (B, T) micro-batch (model_activation_bytes' layout).
+// activations and scratch of one (B, T) micro-batch (model_activation_bytes' layout), plus
+// the bf16 matmul workspaces when matmul_get_precision() is MATMUL_BF16.
 double model_train_bytes(const ModelConfig *c, int B, int T);
 // Size sanity only (no machine-dependent limit): parameters <= MODEL_MAX_PARAMS, activation
 // floats <= MODEL_MAX_ACT_FLOATS, B and T positive. Returns 0, or -1 with a message in err.
