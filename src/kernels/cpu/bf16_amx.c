@@ -68,47 +68,40 @@ static void pack_b_tile_scalar(uint16_t *tile, const float *src, int ld, int tra
             }
 }
 
-void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K) {
-    const int MT = bf16_mtiles(M), KT = bf16_ktiles(K);
+// One full tile from 16 vectors: rows of 32 consecutive floats (cvt32) or pairs of rows
+// (cvt_pairs), optionally transposed. A row-major / B transposed read 32 along k per row;
+// A transposed / B row-major read k pairs across 16 rows.
+static inline void pack_tile_vec(uint16_t *tile, const float *src, size_t ld, int pairs, int transpose) {
+    __m512i v[16];
+    for (int j = 0; j < 16; j++) v[j] = pairs ? cvt_pairs(src + 2 * j * ld, src + (2 * j + 1) * ld) : cvt32(src + j * ld);
+    if (transpose) transpose16(v);
+    for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, v[r]);
+}
+
+// Tiles of A (is_b = 0: R = M rows) or B (is_b = 1: R = N columns) in parallel over tiles.
+static void pack(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int R, int K, int is_b) {
+    const int RT = bf16_mtiles(R), KT = bf16_ktiles(K);
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
-    for (long t = 0; t < (long)MT * KT; t++) {
-        int mt = (int)(t / KT), kt = (int)(t % KT), i0 = mt * 16, k0 = kt * 32;
-        uint16_t *tile = dst + ((size_t)mt * kbt + kb0 + kt) * BF16_TILE;
-        if (i0 + 16 > M || k0 + 32 > K) {
-            pack_a_tile_scalar(tile, src, ld, trans, M, K, i0, k0);
-        } else if (!trans) {
-            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, cvt32(src + (size_t)(i0 + r) * ld + k0));
-        } else {
-            // pairs p = (k0+2p, k0+2p+1) across 16 rows i, then transpose to rows i
-            __m512i v[16];
-            for (int p = 0; p < 16; p++)
-                v[p] = cvt_pairs(src + (size_t)(k0 + 2 * p) * ld + i0, src + (size_t)(k0 + 2 * p + 1) * ld + i0);
-            transpose16(v);
-            for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, v[r]);
+    for (long t = 0; t < (long)RT * KT; t++) {
+        const int rt = (int)(t / KT), kt = (int)(t % KT), r0 = rt * 16, k0 = kt * 32;
+        uint16_t *tile = dst + ((size_t)rt * kbt + kb0 + kt) * BF16_TILE;
+        if (r0 + 16 > R || k0 + 32 > K) {
+            if (is_b) pack_b_tile_scalar(tile, src, ld, trans, K, R, k0, r0);
+            else pack_a_tile_scalar(tile, src, ld, trans, R, K, r0, k0);
+            continue;
         }
+        // src stored (R, K) row-major when A untransposed or B transposed, else (K, R)
+        const int k_contiguous = is_b ? trans : !trans;
+        const float *at = k_contiguous ? src + (size_t)r0 * ld + k0 : src + (size_t)k0 * ld + r0;
+        pack_tile_vec(tile, at, (size_t)ld, !k_contiguous, trans);
     }
 }
 
+void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K) {
+    pack(dst, kbt, kb0, src, ld, trans, M, K, 0);
+}
 void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N) {
-    const int NT = bf16_mtiles(N), KT = bf16_ktiles(K);
-#pragma omp parallel for schedule(static) if (!omp_in_parallel())
-    for (long t = 0; t < (long)NT * KT; t++) {
-        int nt = (int)(t / KT), kt = (int)(t % KT), n0 = nt * 16, k0 = kt * 32;
-        uint16_t *tile = dst + ((size_t)nt * kbt + kb0 + kt) * BF16_TILE;
-        if (n0 + 16 > N || k0 + 32 > K) {
-            pack_b_tile_scalar(tile, src, ld, trans, K, N, k0, n0);
-        } else if (!trans) {
-            for (int p = 0; p < 16; p++)
-                _mm512_storeu_si512(tile + p * 32, cvt_pairs(src + (size_t)(k0 + 2 * p) * ld + n0,
-                                                             src + (size_t)(k0 + 2 * p + 1) * ld + n0));
-        } else {
-            // row n of src holds 16 k pairs; transpose to rows of pairs
-            __m512i v[16];
-            for (int c = 0; c < 16; c++) v[c] = cvt32(src + (size_t)(n0 + c) * ld + k0);
-            transpose16(v);
-            for (int p = 0; p < 16; p++) _mm512_storeu_si512(tile + p * 32, v[p]);
-        }
-    }
+    pack(dst, kbt, kb0, src, ld, trans, N, K, 1);
 }
 
 // ---- GEMM --------------------------------------------------------------------------------
