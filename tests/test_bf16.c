@@ -70,9 +70,12 @@ static double err_rel_max(const float *C, const double *ref, size_t n) {
     return e / (mx > 0 ? mx : 1);
 }
 
-static void test_gemm(int at, int bt, int M, int N, int K, int accumulate) {
-    int lda = at ? M : K, ldb = bt ? K : N;
-    float *A = frand((size_t)(at ? K : M) * lda), *B = frand((size_t)(bt ? N : K) * ldb);
+// pad > 0: row strides longer than the rows, operands allocated to their exact extent
+// ((rows - 1) strides + one row) so the sanitizer run (test_sanitize.sh) sees any overread.
+static void test_gemm(int at, int bt, int M, int N, int K, int accumulate, int pad) {
+    int lda = (at ? M : K) + pad, ldb = (bt ? K : N) + pad;
+    float *A = frand((size_t)((at ? K : M) - 1) * lda + (at ? M : K));
+    float *B = frand((size_t)((bt ? N : K) - 1) * ldb + (bt ? K : N));
     float *C = frand((size_t)M * N);
     double *ref = malloc(sizeof(double) * M * N);
     ref_gemm(ref, at, bt, M, N, K, A, lda, B, ldb);
@@ -91,7 +94,7 @@ static void test_gemm(int at, int bt, int M, int N, int K, int accumulate) {
     double e = err_rel_max(C, ref, (size_t)M * N);
     CHECK(e < 1e-5, "gemm_bf16 at=%d bt=%d M=%d N=%d K=%d acc=%d (%s): rel err %.3g > 1e-5", at, bt, M, N, K,
           accumulate, matmul_bf16_engine(), e);
-    printf("  gemm_bf16 at=%d bt=%d M=%4d N=%4d K=%4d acc=%d  err %.2e\n", at, bt, M, N, K, accumulate, e);
+    printf("  gemm_bf16 at=%d bt=%d M=%4d N=%4d K=%4d acc=%d pad=%d  err %.2e\n", at, bt, M, N, K, accumulate, pad, e);
     free(A), free(B), free(C), free(ref);
 }
 
@@ -269,7 +272,9 @@ int main(int argc, char **argv) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int at = 0; at < 2; at++)
             for (int bt = 0; bt < 2; bt++)
-                for (int acc = 0; acc < 2; acc++) test_gemm(at, bt, shapes[s][0], shapes[s][1], shapes[s][2], acc);
+                for (int acc = 0; acc < 2; acc++) test_gemm(at, bt, shapes[s][0], shapes[s][1], shapes[s][2], acc, 0);
+    for (int at = 0; at < 2; at++)
+        for (int bt = 0; bt < 2; bt++) test_gemm(at, bt, 37, 50, 70, 1, 5);
     matmul_set_precision(MATMUL_BF16);
     test_matmul_mode();
     test_lmhead_single(70, 64, 301, 96, 0);

@@ -55,7 +55,7 @@ void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, cons
     }
 }
 
-// rows x cols of src rounded to bf16 values (kept as fp32) into workspace `slot`
+// n floats of src rounded to bf16 values (kept as fp32) into workspace `slot`
 const float *bf16_rounded_copy(int slot, const float *src, size_t n) {
     float *dst = bf16_workspace(slot, sizeof(float) * n);
 #pragma omp parallel for schedule(static)
@@ -76,8 +76,10 @@ void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, in
         bf16_gemm(C, ldc, 0, pa, kbt, pb, kbt, M, N, K, accumulate);
         return;
     }
-    const float *ra = bf16_rounded_copy(0, A, (size_t)(a_trans ? K : M) * lda);
-    const float *rb = bf16_rounded_copy(1, B, (size_t)(b_trans ? N : K) * ldb);
+    // the stored extent of a strided operand: (rows - 1) full strides plus one row
+    const size_t na = (size_t)((a_trans ? K : M) - 1) * lda + (a_trans ? M : K);
+    const size_t nb = (size_t)((b_trans ? N : K) - 1) * ldb + (b_trans ? K : N);
+    const float *ra = bf16_rounded_copy(0, A, na), *rb = bf16_rounded_copy(1, B, nb);
     sgemm_det(a_trans ? CblasTrans : CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, M, N, K, ra, lda, rb, ldb,
               accumulate ? 1.0f : 0.0f, C, ldc);
 }
