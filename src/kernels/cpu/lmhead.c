@@ -101,8 +101,8 @@ static LossSums lmhead_bf16_amx(float *dx, float *dW, const float *x, const floa
                                 float *logits_out, float *tok_ce) {
     // Token chunks of 256 and vocab blocks of 1024 measured fastest here (tests/test_bf16.c
     // sets others); chunks start on a k-tile of the packed x.
-    (void)chunk, (void)scratch;
-    chunk = bf16_lmhead_chunk > 0 ? bf16_lmhead_chunk / 32 * 32 : 256;
+    (void)scratch;
+    chunk = bf16_lmhead_chunk >= 32 ? bf16_lmhead_chunk / 32 * 32 : 256;
     int VB = bf16_lmhead_vblock > 0 ? bf16_lmhead_vblock : 1024;
     VB = VB / 32 * 32 < 32 ? 32 : VB / 32 * 32;
     if (VB > (V + 31) / 32 * 32) VB = (V + 31) / 32 * 32;
