@@ -45,6 +45,25 @@ static const BenchConfig CONFIGS[] = {
 #define NCONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 static const char *const PREC[2] = {"fp32", "bf16"};
 
+// The training run of every measurement, olmo.c and PyTorch alike (olmo_ref.py --bench gets
+// these on its command line, the initial parameters as a safetensors file written by
+// write_init and the same LCG tokens): as `olmo train` sets up its core (trainer.c).
+#define B_SEED 0ULL           // param_init seed
+#define B_DATA_SEED 12345ULL  // LCG of the synthetic tokens
+#define B_LR 3e-4             // cosine, warmup B_WARMUP, max_steps bench_max_steps()
+#define B_WARMUP 2
+// steps + 1 (the warmup step included), at least B_WARMUP + 1: the reference's lr_at has no
+// cosine of zero length (with --steps 1 the schedule would end where warmup ends)
+static int bench_max_steps(int steps) { return steps + 1 > B_WARMUP ? steps + 1 : B_WARMUP + 1; }
+#define B_ALPHA_F 0.1
+#define B_BETA1 0.9
+#define B_BETA2 0.95
+#define B_EPS 1e-8
+#define B_WD 0.1
+#define B_DECAY_EMB 0         // the embedding is not weight-decayed
+#define B_CLIP 1.0
+#define B_ZLOSS 1e-5
+
 static const BenchConfig *find_config(const char *name) {
     for (int c = 0; c < NCONFIGS; c++)
         if (!strcmp(CONFIGS[c].name, name)) return &CONFIGS[c];
@@ -72,23 +91,23 @@ static int worker(int argc, char **argv) {
     model_config_derive(&cfg);
     Model m;
     model_create(&m, &cfg, micro, T);
-    param_init(&m.table, m.params, 0);
+    param_init(&m.table, m.params, B_SEED);
     TrainCore tc = {0};
     tc.model = &m;
     // as `olmo train` sets up its core (trainer.c), also at one rank
-    train_core_shard(&tc, W, rank, local / micro, 0.9, 0.95, 1e-8, 0.1, 0);
+    train_core_shard(&tc, W, rank, local / micro, B_BETA1, B_BETA2, B_EPS, B_WD, B_DECAY_EMB);
     gradacc_init(&tc.acc, m.table.total);
-    tc.max_grad_norm = 1.0;
-    tc.z_loss = 1e-5f;
+    tc.max_grad_norm = B_CLIP;
+    tc.z_loss = (float)B_ZLOSS;
     snprintf(tc.sched.name, sizeof tc.sched.name, "cosine");
-    tc.sched.peak = 3e-4;
-    tc.sched.warmup = 2;
-    tc.sched.max_steps = steps + 1;
-    tc.sched.alpha_f = 0.1;
+    tc.sched.peak = B_LR;
+    tc.sched.warmup = B_WARMUP;
+    tc.sched.max_steps = bench_max_steps(steps);
+    tc.sched.alpha_f = B_ALPHA_F;
     // the same global batch on every rank; each trains its contiguous block, as the loader gives it
     size_t n = (size_t)B * T;
     int32_t *in = xmalloc(sizeof(int32_t) * n), *tg = xmalloc(sizeof(int32_t) * n);
-    unsigned long long s = 12345;
+    unsigned long long s = B_DATA_SEED;   // olmo_ref.py lcg_batch() replicates this stream
     for (size_t i = 0; i < n; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         in[i] = (int32_t)((s >> 33) % (unsigned)cfg.vocab_size);
@@ -107,7 +126,7 @@ static int worker(int argc, char **argv) {
     dist_allgather_doubles(&rss, 1, all);
     for (int i = 0; i < W; i++) rss = fmax(rss, all[i]);
     if (rank == 0)
-        printf("tokens/s: %.6g\nloss: %.6f\npeak RSS GiB: %.4f\n", (double)n * steps / total, r.loss,
+        printf("tokens/s: %.6g\nloss: %.8f\npeak RSS GiB: %.4f\n", (double)n * steps / total, r.loss,
                rss / (1024.0 * 1024 * 1024));
     free(all);
     free(in);
@@ -210,19 +229,51 @@ static Measure measure_c(const BenchConfig *bc, int bf16, int steps, int micro, 
 
 // The PyTorch reference: fp32, or (bf16) fp32 master weights with the forward under
 // torch.autocast(cpu, bfloat16). Not measured (tps < 0) without /usr/bin/python3 + torch.
-static Measure measure_torch(const BenchConfig *bc, int bf16, int steps, int threads) {
-    char dir[4096], script[4200], cmd[8192];
+// Same run as the olmo.c worker: init from `init` (write_init), the worker's LCG tokens and
+// optimizer settings.
+static int torch_script(char *script, size_t len) {
+    char dir[4096];
     self_dir(dir, sizeof dir);
-    snprintf(script, sizeof script, "%s/../tests/ref/olmo_ref.py", dir);
-    if (access(script, R_OK) || access("/usr/bin/python3", X_OK)) return (Measure){.tps = -1};
+    snprintf(script, len, "%s/../tests/ref/olmo_ref.py", dir);
+    return !access(script, R_OK) && !access("/usr/bin/python3", X_OK);
+}
+static Measure measure_torch(const BenchConfig *bc, int bf16, int steps, int threads, const char *init) {
+    char script[4200], cmd[16384];
+    if (!torch_script(script, sizeof script)) return (Measure){.tps = -1};
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s' --bench --d-model %d --layers %d --heads %d --kv-heads %d "
              "--mlp %d --vocab %d --seq %d --batch %d --micro-batch %d --window %d --steps %d --threads %d "
-             "--dtype float32%s 2>&1",
+             "--dtype float32%s --init-safetensors '%s' --data-seed %llu --lr %.17g --warmup %d --max-steps %d "
+             "--alpha-f %.17g --weight-decay %.17g --decay-embedding %d --z-loss %.17g --clip %.17g --beta1 %.17g "
+             "--beta2 %.17g --eps %.17g 2>&1",
              script, bc->cfg.d_model, bc->cfg.n_layers, bc->cfg.n_heads, bc->cfg.n_kv_heads, bc->cfg.mlp_hidden,
              bc->cfg.vocab_size, bc->T, bc->batch, bc->micro, bc->cfg.sliding_window, steps, threads,
-             bf16 ? " --autocast bf16" : "");
+             bf16 ? " --autocast bf16" : "", init, B_DATA_SEED, B_LR, B_WARMUP, bench_max_steps(steps), B_ALPHA_F, B_WD,
+             B_DECAY_EMB, (double)(float)B_ZLOSS, B_CLIP, B_BETA1, B_BETA2, B_EPS);
     return run_measure(cmd, bf16 ? "PyTorch bf16 autocast" : "PyTorch fp32");
+}
+
+// The worker's initial parameters (param_init, seed B_SEED) as safetensors in a fresh
+// temporary directory: `path` gets the file, `dir` the directory (for cleanup). 0 on success.
+static int write_init(const BenchConfig *bc, char *dir, size_t dlen, char *path, size_t plen) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dlen, "%s/olmo-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(path, plen, "%s/init-%s.safetensors", dir, bc->name);
+    ModelConfig cfg = bc->cfg;
+    model_config_derive(&cfg);
+    ParamTable t;
+    param_table_build(&t, &cfg);
+    float *p = xmalloc_aligned(sizeof(float) * t.total);
+    param_init(&t, p, B_SEED);
+    params_save_safetensors(&t, p, path, NULL);
+    free(p);
+    param_table_free(&t);
+    return 0;
+}
+static void remove_init(const char *dir, const char *path) {
+    if (path[0]) unlink(path);
+    if (dir[0]) rmdir(dir);
 }
 
 // "  olmo.c   fp32 sgemm    2 threads:    701.6 tokens/s" (label padded to `pad`)
@@ -264,8 +315,12 @@ int cmd_bench(int argc, char **argv) {
                "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
                "peak RSS). MFU: OLMo-core FLOP count against this machine's measured GEMM peak of the same\n"
                "precision (fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward), both cached in ~/.cache/olmo.\n"
-               "PyTorch trains its own init and data (compare throughput, not loss). A line marked BUSY ran\n"
-               "while other processes kept the CPUs busy: its figures are low.\n",
+               "PyTorch trains the same run as olmo.c: olmo.c's initial parameters (param_init seed 0, handed\n"
+               "over as a temporary safetensors file), the same LCG tokens (one batch, every step) and\n"
+               "optimizer (AdamW 0.9/0.95/1e-8, wd 0.1 but not the embedding, clip 1.0, z-loss 1e-5, lr 3e-4\n"
+               "cosine, warmup 2, to 10%% over max(steps+1, 3) steps); a \"same run\" line gives the relative difference of\n"
+               "the final losses. A line marked BUSY ran while other processes kept the CPUs busy: its\n"
+               "figures are low.\n",
                CONFIGS[0].about, CONFIGS[1].about, CONFIGS[2].about);
         return 0;
     }
@@ -329,10 +384,15 @@ int cmd_bench(int argc, char **argv) {
                 end_line(m1.other_cpus, &busy);
             }
         }
-        if (torch) {
+        char script[4200], idir[4200] = "", ipath[4400] = "";
+        if (torch && torch_script(script, sizeof script) && write_init(bc, idir, sizeof idir, ipath, sizeof ipath)) {
+            printf("  PyTorch: not measured (cannot create a temporary directory for the initial parameters)\n");
+            idir[0] = ipath[0] = 0;
+            failed = 1;
+        } else if (torch) {
             Measure mt[2] = {{.tps = -1}, {.tps = -1}};
             for (int p = 0; p < 2 && (p == 0 || want[1]); p++) {   // fp32 always: it is the reference
-                mt[p] = measure_torch(bc, p, steps, threads);
+                mt[p] = measure_torch(bc, p, steps, threads, ipath);
                 if (mt[p].tps <= 0) {
                     printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
                     continue;
@@ -344,7 +404,12 @@ int cmd_bench(int argc, char **argv) {
                         printf(" | olmo.c %s / this = %.2fx", PREC[q], mc[q].tps / mt[p].tps);
                 end_line(mt[p].other_cpus, &busy);
                 if (mt[p].probe[0]) printf("           %s\n", mt[p].probe);
+                if (mc[p].tps > 0)   // same init, data and optimizer: the losses agree up to rounding
+                    printf("           same run: loss olmo.c %s %.8f vs PyTorch %s %.8f | rel diff %.1e\n", PREC[p],
+                           mc[p].loss, p ? "bf16 autocast" : "fp32", mt[p].loss,
+                           fabs(mc[p].loss - mt[p].loss) / fabs(mt[p].loss));
             }
+            remove_init(idir, ipath);
         }
         if (rscan) {
             const int micro = bc->micro < bc->batch / 2 ? bc->micro : bc->batch / 2;

@@ -605,6 +605,23 @@ def autocast_probe():
     return Probe()
 
 
+def lcg_batch(B, T, vocab, seed=12345):
+    """The tokens of `olmo bench --worker` (bench.c): a 64-bit LCG (Knuth MMIX constants,
+    wrapping mod 2^64), token = (s >> 33) % vocab, over the flat (B*T) stream; labels =
+    the next token in the same sequence, -100 at each sequence's last position."""
+    mask = (1 << 64) - 1
+    s = seed
+    n = B * T
+    flat = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        s = (s * 6364136223846793005 + 1442695040888963407) & mask
+        flat[i] = (s >> 33) % vocab
+    lab = np.full(n, IGNORE, dtype=np.int64)
+    nxt = (np.arange(n) + 1) % T != 0
+    lab[:-1][nxt[:-1]] = flat[1:][nxt[:-1]]
+    return flat.reshape(B, T).astype(np.int32), lab.reshape(B, T).astype(np.int32)
+
+
 def bench(a):
     torch.set_num_threads(a.threads)
     V = ((a.vocab + 127) // 128) * 128
@@ -613,35 +630,53 @@ def bench(a):
                n_heads=a.heads, n_kv_heads=a.kv_heads, head_dim=a.d_model // a.heads,
                mlp_hidden=a.mlp, seq_len=a.seq, global_batch=a.batch,
                micro_batch=a.micro_batch or a.batch, sliding_window=a.window or max(1, a.seq // 2),
-               steps=a.steps + 1, max_steps=max(a.steps + 1, 10),
-               layer_types=["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(a.layers)])
+               steps=a.steps + 1,
+               layer_types=["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(a.layers)],
+               # optimizer and schedule of `olmo bench --worker` (bench.c) unless overridden
+               lr=a.lr, warmup_steps=a.warmup, max_steps=a.max_steps or max(a.steps + 1, a.warmup + 1), alpha_f=a.alpha_f,
+               schedule="cosine", weight_decay=a.weight_decay, decay_embedding=bool(a.decay_embedding),
+               z_loss=a.z_loss, max_grad_norm=a.clip, beta1=a.beta1, beta2=a.beta2, eps=a.eps)
     cfg.check()
     dtype = getattr(torch, a.dtype)
-    P = init_params(cfg, 0, dtype)
-    ids, labels = make_batches(cfg, 1)
+    if a.init_safetensors:  # olmo.c's param_init, written by the bench launcher
+        P = st.read(a.init_safetensors)
+        want = param_shapes(cfg)
+        if set(P) != set(want) or any(tuple(P[n].shape) != want[n] for n in want):
+            raise SystemExit(f"{a.init_safetensors}: tensors do not match the bench config")
+        P = {n: torch.from_numpy(np.ascontiguousarray(P[n], dtype=np.float32)) for n in want}
+        init = "olmo.c param_init (" + os.path.basename(a.init_safetensors) + ")"
+    else:
+        P = init_params(cfg, 0, torch.float32)
+        init = "torch trunc_normal_ seed 0"
+    ids, labels = lcg_batch(a.batch, a.seq, a.vocab, a.data_seed)  # the same batch every step, as bench.c
     tr = Trainer(cfg, P, dtype)
+    del P  # the Trainer holds its own copy
     if a.autocast:
         tr.autocast = torch.bfloat16
     n_par = sum(int(np.prod(s)) for s in param_shapes(cfg).values())
     print(f"bench: params {n_par:,} padded_vocab {V} seq {a.seq} batch {a.batch} "
           f"micro {cfg.micro_batch} threads {a.threads} dtype {a.dtype} autocast {a.autocast or 'off'}")
+    print(f"bench: init {init}; data LCG seed {a.data_seed}; lr {cfg.lr:g} cosine warmup {cfg.warmup_steps} "
+          f"max_steps {cfg.max_steps} alpha_f {cfg.alpha_f:g} AdamW {cfg.beta1:g}/{cfg.beta2:g}/{cfg.eps:g} "
+          f"wd {cfg.weight_decay:g} decay_embedding {int(cfg.decay_embedding)} clip {cfg.max_grad_norm:g} "
+          f"z_loss {cfg.z_loss:g}")
     times = []
     for s in range(a.steps + 1):
         probe = autocast_probe() if a.autocast and s == 0 else contextlib.nullcontext()
         t0 = time.time()
         with probe:
-            loss = tr.accumulate(ids[s], labels[s])[0]
+            loss = tr.accumulate(ids, labels)[0]
         norm, lr = tr.update()
         dt = time.time() - t0
         tag = "warmup" if s == 0 else ""
-        print(f"step {s + 1}: loss {loss:.4f} grad_norm {norm:.4f} lr {lr:.3e} {dt:.3f}s {tag}")
+        print(f"step {s + 1}: loss {loss:.6f} grad_norm {norm:.4f} lr {lr:.3e} {dt:.3f}s {tag}")
         if s == 0 and a.autocast:
             print(probe.summary())
         if s > 0:
             times.append(dt)
     tok = a.batch * a.seq
     tps = tok * len(times) / sum(times)
-    print(f"loss: {loss:.4f}")
+    print(f"loss: {loss:.8f}")
     print(f"peak RSS GiB: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.4f}")  # ru_maxrss: KiB
     print(f"tokens/s: {tps:.1f} (mean over {len(times)} steps after 1 warmup step)")
 
@@ -674,6 +709,22 @@ def main():
     ap.add_argument("--dtype", default=None, choices=["float32", "float64"])
     ap.add_argument("--autocast", default=None, choices=["bf16"],
                     help="(with --bench) forward under torch.autocast(cpu, bfloat16); needs --dtype float32")
+    # --bench: olmo.c's worker run (bench.c): its init, data and optimizer settings
+    ap.add_argument("--init-safetensors", metavar="PATH", default=None,
+                    help="(with --bench) initial parameters (HF names, F32), e.g. olmo.c's param_init; "
+                         "default: init_params seed 0")
+    ap.add_argument("--data-seed", type=int, default=12345, help="(with --bench) LCG seed of the tokens")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--max-steps", type=int, default=0, help="schedule length (default max(steps+1, warmup+1), as bench.c)")
+    ap.add_argument("--alpha-f", type=float, default=0.1)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--decay-embedding", type=int, default=0, choices=[0, 1])
+    ap.add_argument("--z-loss", type=float, default=1e-5)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
