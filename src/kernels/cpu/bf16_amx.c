@@ -179,59 +179,45 @@ static inline float *cptr(const OutCtx *o, int mt, int nt) { return o->C + (size
         }                                                                                     \
     } while (0)
 
-// One block of up to 2x2 output tiles at tile (mt, nt), k-tiles kt0..kt1-1.
+// One output tile at (mt, nt), k-tiles kt0..kt1-1: the edges of the 2x2 blocking.
+static void tile_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int mt, int nt,
+                        int kt0, int kt1) {
+    float buf[256] __attribute__((aligned(64)));
+    const uint16_t *a0 = A + ((size_t)mt * a_kbt + kt0) * BF16_TILE, *b0 = B + ((size_t)nt * b_kbt + kt0) * BF16_TILE;
+    C_LOAD(0, mt, nt);
+    for (int k = 0; k < kt1 - kt0; k++) {
+        _tile_loadd(4, a0 + (size_t)k * BF16_TILE, 64);
+        _tile_loadd(6, b0 + (size_t)k * BF16_TILE, 64);
+        _tile_dpbf16ps(0, 4, 6);
+    }
+    C_STORE(0, mt, nt);
+}
+
+// One block of 2x2 output tiles at tile (mt, nt), k-tiles kt0..kt1-1; a block on the last
+// tile row or column with only one tile there goes tile by tile.
 static void block_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int mt, int nt,
                          int m2, int n2, int kt0, int kt1) {
+    if (m2 < 2 || n2 < 2) {
+        for (int i = 0; i < m2; i++)
+            for (int j = 0; j < n2; j++) tile_kernel(o, A, a_kbt, B, b_kbt, mt + i, nt + j, kt0, kt1);
+        return;
+    }
     float buf[256] __attribute__((aligned(64)));
     const uint16_t *a0 = A + ((size_t)mt * a_kbt + kt0) * BF16_TILE, *a1 = a0 + (size_t)a_kbt * BF16_TILE;
     const uint16_t *b0 = B + ((size_t)nt * b_kbt + kt0) * BF16_TILE, *b1 = b0 + (size_t)b_kbt * BF16_TILE;
-    const int nk = kt1 - kt0;
-    if (m2 == 2 && n2 == 2) {
-        C_LOAD(0, mt, nt); C_LOAD(1, mt, nt + 1); C_LOAD(2, mt + 1, nt); C_LOAD(3, mt + 1, nt + 1);
-        for (int k = 0; k < nk; k++) {
-            size_t off = (size_t)k * BF16_TILE;
-            _tile_loadd(4, a0 + off, 64);
-            _tile_loadd(6, b0 + off, 64);
-            _tile_loadd(7, b1 + off, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(5, a1 + off, 64);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-        C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1); C_STORE(2, mt + 1, nt); C_STORE(3, mt + 1, nt + 1);
-    } else if (m2 == 2) {
-        C_LOAD(0, mt, nt); C_LOAD(2, mt + 1, nt);
-        for (int k = 0; k < nk; k++) {
-            size_t off = (size_t)k * BF16_TILE;
-            _tile_loadd(4, a0 + off, 64);
-            _tile_loadd(5, a1 + off, 64);
-            _tile_loadd(6, b0 + off, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(2, 5, 6);
-        }
-        C_STORE(0, mt, nt); C_STORE(2, mt + 1, nt);
-    } else if (n2 == 2) {
-        C_LOAD(0, mt, nt); C_LOAD(1, mt, nt + 1);
-        for (int k = 0; k < nk; k++) {
-            size_t off = (size_t)k * BF16_TILE;
-            _tile_loadd(4, a0 + off, 64);
-            _tile_loadd(6, b0 + off, 64);
-            _tile_loadd(7, b1 + off, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-        }
-        C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1);
-    } else {
-        C_LOAD(0, mt, nt);
-        for (int k = 0; k < nk; k++) {
-            size_t off = (size_t)k * BF16_TILE;
-            _tile_loadd(4, a0 + off, 64);
-            _tile_loadd(6, b0 + off, 64);
-            _tile_dpbf16ps(0, 4, 6);
-        }
-        C_STORE(0, mt, nt);
+    C_LOAD(0, mt, nt); C_LOAD(1, mt, nt + 1); C_LOAD(2, mt + 1, nt); C_LOAD(3, mt + 1, nt + 1);
+    for (int k = 0; k < kt1 - kt0; k++) {
+        size_t off = (size_t)k * BF16_TILE;
+        _tile_loadd(4, a0 + off, 64);
+        _tile_loadd(6, b0 + off, 64);
+        _tile_loadd(7, b1 + off, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a1 + off, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
     }
+    C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1); C_STORE(2, mt + 1, nt); C_STORE(3, mt + 1, nt + 1);
 }
 
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
