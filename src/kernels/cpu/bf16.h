@@ -45,7 +45,8 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
                int N, int K, int accumulate);
 
 // A grow-only scratch buffer per slot (no per-step allocation once warm); 64-byte aligned.
-// Slots: 0-1 matmul operands, 2-13 the LM head. Called outside parallel regions only.
+// Slots: 0-1 matmul operands, 2-13 the LM head (2-4 on the emulated path). Called
+// outside parallel regions only.
 void *bf16_workspace(int slot, size_t bytes);
 #define BF16_WORKSPACE_SLOTS 14
 

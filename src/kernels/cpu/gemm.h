@@ -1,15 +1,10 @@
-// gemm.h: the CPU backend's two GEMM entry points, shared by matmul.c and lmhead.c
-// (internal to src/kernels/cpu). Both are deterministic at any thread count.
+// gemm.h: matmul.c's bf16 helpers for the rest of src/kernels/cpu (lmhead.c's emulated
+// path) and the tests. Deterministic at any thread count.
 #ifndef OLMO_CPU_GEMM_H
 #define OLMO_CPU_GEMM_H
 
-#include <cblas.h>
 #include <stddef.h>
 
-// fp32: C (M, N) = op(A) (M, K) @ op(B) (K, N) + beta * C, row-major, OpenBLAS in
-// shape-derived blocks (matmul.c).
-void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc);
 // bf16 operands, fp32 accumulation: C (M, N) = A @ B (+ C when accumulate). a_trans: A is
 // stored (K, M); b_trans: B is stored (N, K); lda/ldb are the stored row strides.
 void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, int lda, const float *B, int ldb,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 
@@ -226,23 +227,34 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
                                       float *logits_out, float *tok_ce) {
-    if (matmul_get_precision() == MATMUL_BF16 && bf16_amx_available())
+    const int bf16 = matmul_get_precision() == MATMUL_BF16;
+    if (bf16 && bf16_amx_available())
         return lmhead_bf16_amx(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
-    // fp32, and bf16 emulated (matmul_* round their operands)
+    // fp32, and bf16 emulated: x and W are rounded once here (not once per chunk and
+    // matmul), each chunk's dlogits before its backward matmuls, and the matmuls run in
+    // fp32 on the rounded values -- the products matmul_* would form under MATMUL_BF16.
+    const float *xm = x, *Wm = W;
+    if (bf16) {
+        xm = bf16_rounded_copy(2, x, (size_t)N * C);
+        Wm = bf16_rounded_copy(3, W, (size_t)V * C);
+        matmul_set_precision(MATMUL_FP32);
+    }
     LossSums sums = {0.0, 0.0, 0};
     double row_ce[chunk], row_z[chunk];
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int nc = N - n0 < chunk ? N - n0 : chunk;
         float *logits = scratch;                        // (nc, V)
-        matmul_forward(logits, x + (size_t)n0 * C, W, nc, C, V);
+        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V);
         if (logits_out) memcpy(logits_out + (size_t)n0 * V, logits, sizeof(float) * (size_t)nc * V);
         loss_rows(logits, nc, V, targets + n0, dx != NULL, z_coef, inv_count, row_ce, row_z,
                   tok_ce ? tok_ce + n0 : NULL);
         add_rows(&sums, targets + n0, nc, row_ce, row_z);
         if (dx) {
             // dx chunk (nc, C) = dlogits @ W; dW (V, C) (+)= dlogits^T @ x chunk, chunks in order
-            matmul_backward(dx + (size_t)n0 * C, dW, logits, x + (size_t)n0 * C, W, nc, C, V, 0, n0 > 0);
+            const float *dl = bf16 ? bf16_rounded_copy(4, logits, (size_t)nc * V) : logits;
+            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0);
         }
     }
+    if (bf16) matmul_set_precision(MATMUL_BF16);
     return sums;
 }

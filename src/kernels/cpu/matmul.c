@@ -32,7 +32,7 @@ static int block_size(int dim) {
 }
 
 // C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, row-major.
-void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
+static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
     if (M >= N) {
         const int BLOCK = block_size(M);
