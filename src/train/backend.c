@@ -122,18 +122,6 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 
 
 #ifdef OLMO_CUDA
-// As step.c's fault_nan_step (tests/test_faults.sh semantics).
-static long fault_nan_step(void) {
-    static long s = -2;
-    if (s == -2) {
-        const char *e = getenv("OLMO_FAULT_NAN_STEP");
-        s = e ? atol(e) : -1;
-    }
-    return s;
-}
-#endif
-
-#ifdef OLMO_CUDA
 // world > 1 (mpirun, one GPU per rank): step.c's sharded step with the micro-batch
 // forward/backward and the local gradient tree on the GPU, then everything after it on
 // the host exactly as the CPU does it: the summed local gradient is downloaded, reduce-
@@ -160,7 +148,7 @@ static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t
     }
     cuda_grad_finish(cm);
     cuda_grad_download(cm, be->host_grad);
-    if (step == fault_nan_step()) be->host_grad[0] = NAN;
+    if (step == train_fault_nan_step()) be->host_grad[0] = NAN;
     StepResult r = train_step_finish_sharded(tc, be->host_grad, k, count, step);
     if (!r.skipped) cuda_upload_params(cm, tc->model->params);
     return r;
@@ -173,7 +161,6 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
         return train_step(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 #ifdef OLMO_CUDA
     if (be->sharded) return backend_step_sharded(be, tc, inputs, targets, global_batch, micro_batch, T, step);
-    StepResult r = {0};
     CudaModel *cm = be->cm;
     long count = train_count_targets(tc, targets, (size_t)global_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
@@ -188,21 +175,11 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
         z += s.z_sum;
     }
     cuda_grad_finish(cm);
-    if (step == fault_nan_step()) cuda_grad_poison(cm);
+    if (step == train_fault_nan_step()) cuda_grad_poison(cm);
     if (grads_out) cuda_grad_download(cm, grads_out);
-    r.n_valid = count;
-    r.ce = count ? ce / count : 0;
-    r.z_loss = count ? tc->z_loss * z / count : 0;
-    r.loss = r.ce + r.z_loss;
-    double norm = sqrt(cuda_grad_sumsq(cm));
-    if (tc->max_grad_norm > 0) {
-        double coef = tc->max_grad_norm / (norm + 1e-6);
-        if (coef < 1.0) cuda_grad_scale(cm, (float)coef);
-    }
-    r.grad_norm = norm;
-    r.lr = schedule_lr(&tc->sched, step);
-    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
-                !isfinite(r.grad_norm);
+    double norm = sqrt(cuda_grad_sumsq(cm)), coef = clip_coef(norm, tc->max_grad_norm);
+    if (coef < 1.0) cuda_grad_scale(cm, (float)coef);
+    StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
         AdamW *o = &tc->opt;
         o->step++;

@@ -58,12 +58,14 @@ void adamw_apply(AdamW *o, float *params, const float *grads, double lr) {
     }
 }
 
+double clip_coef(double norm, double max_norm) {
+    double coef = max_norm > 0 ? max_norm / (norm + 1e-6) : 1.0;
+    return coef < 1.0 ? coef : 1.0;
+}
+
 double clip_grad_norm(float *grads, size_t n, double max_norm) {
-    double norm = sqrt(sumsq(grads, n));
-    if (max_norm > 0) {
-        double coef = max_norm / (norm + 1e-6);
-        if (coef < 1.0) scale_inplace(grads, (float)coef, n);
-    }
+    double norm = sqrt(sumsq(grads, n)), coef = clip_coef(norm, max_norm);
+    if (coef < 1.0) scale_inplace(grads, (float)coef, n);
     return norm;
 }
 

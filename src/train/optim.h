@@ -40,6 +40,8 @@ void adamw_apply(AdamW *o, float *params, const float *grads, double lr);
 // Global L2 norm of the gradients (double, deterministic); if max_norm > 0 scales them by
 // min(1, max_norm / (norm + 1e-6)) as torch.nn.utils.clip_grad_norm_. Returns the norm.
 double clip_grad_norm(float *grads, size_t n, double max_norm);
+// The factor clip_grad_norm scales by: min(1, max_norm / (norm + 1e-6)), 1 when max_norm <= 0.
+double clip_coef(double norm, double max_norm);
 
 // ---- skip-step -------------------------------------------------------------------------------
 // History of the last window+1 losses and grad norms (the newest included). Once it holds

@@ -11,7 +11,7 @@
 
 // FAULT INJECTION (tests/test_faults.sh, docs/robustness.md): OLMO_FAULT_NAN_STEP=N makes one
 // gradient NaN at step N. Unset (always, outside tests): -1, no effect.
-static long fault_nan_step(void) {
+long train_fault_nan_step(void) {
     static long s = -2;
     if (s == -2) { const char *e = getenv("OLMO_FAULT_NAN_STEP"); s = e ? atol(e) : -1; }
     return s;
@@ -60,10 +60,24 @@ void train_core_range(const TrainCore *tc, size_t *lo, size_t *hi) {
     }
 }
 
+StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long count, double norm, long step) {
+    StepResult r = {0};
+    r.n_valid = count;
+    r.ce = count ? ce_sum / count : 0;
+    r.z_loss = count ? tc->z_loss * z_sum / count : 0;
+    r.loss = r.ce + r.z_loss;
+    r.grad_norm = norm;
+    r.lr = schedule_lr(&tc->sched, step);
+    // A non-finite loss or norm never reaches the weights, skip_step on or off. (Sharded:
+    // loss and norm are identical on every rank, so every rank takes the same decision.)
+    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
+                !isfinite(r.grad_norm);
+    return r;
+}
+
 // The single-process step (no shard state): the original path, used by bench and tools.
 static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
                               int micro_batch, int T, long step, float *grads_out) {
-    StepResult r = {0};
     Model *m = tc->model;
     const size_t n = m->table.total;
     long count = train_count_targets(tc, targets, (size_t)global_batch * T);
@@ -80,17 +94,9 @@ static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_
         z += s.z_sum;
     }
     float *grads = gradacc_finish(&tc->acc);
-    if (step == fault_nan_step()) grads[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
+    if (step == train_fault_nan_step()) grads[0] = NAN;   // FAULT INJECTION
     if (grads_out) memcpy(grads_out, grads, sizeof(float) * n);
-    r.n_valid = count;
-    r.ce = count ? ce / count : 0;
-    r.z_loss = count ? tc->z_loss * z / count : 0;
-    r.loss = r.ce + r.z_loss;
-    r.grad_norm = clip_grad_norm(grads, n, tc->max_grad_norm);
-    r.lr = schedule_lr(&tc->sched, step);
-    // A non-finite loss or norm never reaches the weights, skip_step on or off.
-    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
-                !isfinite(r.grad_norm);
+    StepResult r = train_step_result(tc, ce, z, count, clip_grad_norm(grads, n, tc->max_grad_norm), step);
     if (!r.skipped) adamw_apply(&tc->opt, m->params, grads, r.lr);
     return r;
 }
@@ -103,7 +109,6 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) 
 }
 
 StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step) {
-    StepResult r = {0};
     Model *m = tc->model;
     const int W = tc->world;
     const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
@@ -116,22 +121,10 @@ StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long co
     }
     float *g = W > 1 ? tc->shard_grad : local + lo;
     if (W > 1) dist_reduce_scatter(local, g, tc->recv, tc->bounds);
-    r.n_valid = count;
-    r.ce = count ? ce / count : 0;
-    r.z_loss = count ? tc->z_loss * z / count : 0;
-    r.loss = r.ce + r.z_loss;
     // As clip_grad_norm (torch clip_grad_norm_), from the chunked sharded sum of squares.
-    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq));
-    if (tc->max_grad_norm > 0) {
-        double coef = tc->max_grad_norm / (norm + 1e-6);
-        if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
-    }
-    r.grad_norm = norm;
-    r.lr = schedule_lr(&tc->sched, step);
-    // loss and norm are identical on every rank, so every rank takes the same decision.
-    // A non-finite loss or norm never reaches the weights, skip_step on or off.
-    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
-                !isfinite(r.grad_norm);
+    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq)), coef = clip_coef(norm, tc->max_grad_norm);
+    if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
+    StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
         adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
         dist_allgather_shards(m->params, tc->bounds);
@@ -158,7 +151,7 @@ StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targe
         tc->loss_local[2 * j + 1] = s.z_sum;
     }
     float *local = gradacc_finish(&tc->acc);
-    if (step == fault_nan_step()) local[0] = NAN;   // FAULT INJECTION (see fault_nan_step)
+    if (step == train_fault_nan_step()) local[0] = NAN;   // FAULT INJECTION
     if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
     return train_step_finish_sharded(tc, local, k, count, step);
 }

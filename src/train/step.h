@@ -62,6 +62,13 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
 // gradient, full length), clipping from the chunked sharded norm, skip-step, AdamW on the
 // rank's shard and the all-gather of the parameters. count: non-masked tokens, all ranks.
 StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step);
+// The step's result from the summed CE and z-loss over `count` tokens and the gradient norm
+// (before clipping): losses, learning rate, and the skip decision (skip-step; a non-finite
+// loss or norm is always skipped). Shared by the CPU steps and the CUDA backend.
+StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long count, double norm, long step);
+// FAULT INJECTION (tests/test_faults.sh): the step whose gradient is made NaN
+// (OLMO_FAULT_NAN_STEP), -1 when unset.
+long train_fault_nan_step(void);
 StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
                       int micro_batch, int T, long step, float *grads_out);
 
