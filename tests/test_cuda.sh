@@ -19,7 +19,7 @@ bad() {   # bad NAME EXPECTED-SUBSTRING [args...]
 }
 bad backend-name "train.backend must be cpu or cuda" train.backend=gpu
 bad precision-name "train.precision must be fp32 or bf16" train.precision=fp16
-bad precision-fp16-cpu "train.precision must be fp32 or bf16" train.precision=FP32
+bad precision-case "train.precision must be fp32 or bf16" train.precision=FP32   # names are lower case
 
 # Is there a device? A CUDA run on a machine without one must fail cleanly.
 d="$TMP/probe"; rc=0
