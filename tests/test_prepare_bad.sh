@@ -33,7 +33,7 @@ printf 'line one\nline two \xc3\x28 bad\n' > "$T/in/badutf8.txt"
 printf '%s\n{"text": ""}\n%s\n' "$good" "$good" > "$T/in/empty.jsonl"
 printf 'not gzip data at all, but named .gz' > "$T/in/corrupt.jsonl.gz"
 gzip -c "$T/in/empty.jsonl" | head -c 20 > "$T/in/truncated.jsonl.gz"
-head -c 5000 "${OLMO_TOKENIZER:-../shared/tokenizers/dolma2-tokenizer.json}" > "$T/trunc-tokenizer.json"
+head -c 5000 "${OLMO_TOKENIZER:-tokenizers/dolma2-tokenizer.json}" > "$T/trunc-tokenizer.json"
 
 expect_bad badjson "badjson.jsonl:3: malformed JSON" "$T/in/badjson.jsonl"
 expect_bad notext "notext.jsonl:2: missing or non-string \"text\"" "$T/in/notext.jsonl"

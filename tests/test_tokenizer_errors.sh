@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OLMO=${OLMO_BIN:-build/olmo}
-REAL=${OLMO_TOKENIZER:-../shared/tokenizers/dolma2-tokenizer.json}
+REAL=${OLMO_TOKENIZER:-tokenizers/dolma2-tokenizer.json}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

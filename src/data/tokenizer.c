@@ -287,7 +287,15 @@ static void compile_regex(Tokenizer *t, const char *pattern) {
 Tokenizer *tokenizer_load(const char *path) {
     size_t flen;
     char *text = read_file_all(path, &flen);
-    if (!text) die_input("cannot read tokenizer file %s: %s", path, strerror(errno));
+    if (!text) {
+        // The default file missing means the binary runs outside its repository: say where
+        // the file is expected and how to point at another one.
+        if (strcmp(path, TOKENIZER_DEFAULT_PATH) == 0)
+            die_input("cannot read tokenizer file %s: %s (the dolma2 tokenizer ships in the repository's "
+                      "tokenizers/ folder: run from the repository root, or pass --tokenizer FILE or set "
+                      "OLMO_TOKENIZER)", path, strerror(errno));
+        die_input("cannot read tokenizer file %s: %s", path, strerror(errno));
+    }
 
     Tokenizer *t = xcalloc(1, sizeof *t);
     t->path = xstrdup(path);

@@ -10,8 +10,10 @@
 
 typedef struct Tokenizer Tokenizer;
 
-// Default tokenizer path relative to the repository (overridable by env OLMO_TOKENIZER).
-#define TOKENIZER_DEFAULT_PATH "../shared/tokenizers/dolma2-tokenizer.json"
+// Default tokenizer: the dolma2 tokenizer.json that ships in the repository
+// (tokenizers/NOTICE says where it comes from), relative to the repository root.
+// Overridable by --tokenizer or env OLMO_TOKENIZER.
+#define TOKENIZER_DEFAULT_PATH "tokenizers/dolma2-tokenizer.json"
 
 // Load a tokenizer.json. On a missing, truncated or malformed file: a clear error naming
 // the file and the field, exit status 2.
