@@ -31,6 +31,7 @@
 
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
+#include "model/docmask.h"
 
 #define TOL_FWD 1e-5
 #define TOL_BWD 1e-5
@@ -266,15 +267,32 @@ static void rn_det(void *p, void *o) {
 }
 
 // ======================================== rope ========================================
-typedef struct { int B, T, H, D; double theta; double *x, *R, *out; } RPCtx;
-static void rope_ref(double *out, const double *x, int B, int T, int H, int D, double theta) {
+// Frequency j of RoPE in double, plain or YaRN, written from the equations of kernels.h
+// (OLMo-core's YaRNRoPEScalingConfig): ramp over j between floor(d(beta_fast)) and
+// ceil(d(beta_slow)), clipped to [0, D/2-1], d(n) = D ln(L / (2 pi n)) / (2 ln theta).
+static double inv_freq_ref(int j, int D, double theta, const RopeScaling *sc) {
+    double f = 1.0 / pow(theta, 2.0 * j / D);
+    if (!sc || sc->type != ROPE_SCALING_YARN) return f;
+    double dlo = D * log(sc->original_context / (sc->beta_fast * 2 * M_PI)) / (2 * log(theta));
+    double dhi = D * log(sc->original_context / (sc->beta_slow * 2 * M_PI)) / (2 * log(theta));
+    double lo = fmax(floor(dlo), 0.0), hi = fmin(ceil(dhi), D / 2 - 1.0);
+    double ramp = fmin(fmax((j - lo) / fmax(hi - lo, 1e-3), 0.0), 1.0);
+    return (1 - ramp) * f + ramp * f / sc->factor;
+}
+static double mscale_ref(const RopeScaling *sc) {
+    return sc && sc->type == ROPE_SCALING_YARN ? 1.0 + 0.1 * log(sc->factor) : 1.0;
+}
+
+typedef struct { int B, T, H, D; double theta; double *x, *R, *out; const RopeScaling *sc; } RPCtx;
+static void rope_ref(double *out, const double *x, int B, int T, int H, int D, double theta, const RopeScaling *sc) {
     int half = D / 2;
+    double m = mscale_ref(sc);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
                 size_t off = (((size_t)b * T + t) * H + h) * D;
                 for (int j = 0; j < half; j++) {
-                    double a = t * pow(theta, -2.0 * j / D), cs = cos(a), sn = sin(a);
+                    double a = t * inv_freq_ref(j, D, theta, sc), cs = m * cos(a), sn = m * sin(a);
                     double x1 = x[off + j], x2 = x[off + j + half];
                     out[off + j] = x1 * cs - x2 * sn;
                     out[off + j + half] = x2 * cs + x1 * sn;
@@ -284,26 +302,26 @@ static void rope_ref(double *out, const double *x, int B, int T, int H, int D, d
 static double rp_obj(void *p) {
     RPCtx *c = p;
     size_t n = (size_t)c->B * c->T * c->H * c->D;
-    rope_ref(c->out, c->x, c->B, c->T, c->H, c->D, c->theta);
+    rope_ref(c->out, c->x, c->B, c->T, c->H, c->D, c->theta, c->sc);
     return dotd(c->out, c->R, n);
 }
-static void test_rope(int B, int T, int H, int D, double theta) {
-    char nm[128], tag[64];
-    snprintf(tag, sizeof tag, "B=%d T=%d H=%d D=%d", B, T, H, D);
+static void test_rope(int B, int T, int H, int D, double theta, const RopeScaling *sc) {
+    char nm[128], tag[96];
+    snprintf(tag, sizeof tag, "%sB=%d T=%d H=%d D=%d", sc ? "yarn " : "", B, T, H, D);
     size_t n = (size_t)B * T * H * D, nt = (size_t)T * (D / 2);
     float *ct = malloc(sizeof(float) * nt), *st = malloc(sizeof(float) * nt);
-    rope_tables(ct, st, T, D, theta);
+    rope_tables(ct, st, T, D, theta, sc);
     double *cr = malloc(sizeof(double) * nt), *sr = malloc(sizeof(double) * nt);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < D / 2; j++) {
-            double a = t * pow(theta, -2.0 * j / D);
-            cr[t * (D / 2) + j] = cos(a);
-            sr[t * (D / 2) + j] = sin(a);
+            double a = t * inv_freq_ref(j, D, theta, sc);
+            cr[t * (D / 2) + j] = mscale_ref(sc) * cos(a);
+            sr[t * (D / 2) + j] = mscale_ref(sc) * sin(a);
         }
     snprintf(nm, sizeof nm, "rope tables cos %s", tag); report(nm, relerr(ct, cr, nt, 0), TOL_FWD);
     snprintf(nm, sizeof nm, "rope tables sin %s", tag); report(nm, relerr(st, sr, nt, 0), TOL_FWD);
     float *x = frand(n, 1), *R = frand(n, 1);
-    RPCtx c = {B, T, H, D, theta, todouble(x, n), todouble(R, n), malloc(sizeof(double) * n)};
+    RPCtx c = {B, T, H, D, theta, todouble(x, n), todouble(R, n), malloc(sizeof(double) * n), sc};
     rp_obj(&c);
     float *y = fdup(x, n);
     rope_forward(y, ct, st, B, T, H, D);
@@ -328,7 +346,8 @@ static void rp_det(void *p, void *o) {
 }
 
 // ======================================== attention ========================================
-typedef struct { int B, T, NH, NKV, D, window; double *q, *k, *v, *R, *out, *lse; } ATCtx;
+// ds: (B, T) document starts or NULL (no document mask).
+typedef struct { int B, T, NH, NKV, D, window; double *q, *k, *v, *R, *out, *lse; const int32_t *ds; } ATCtx;
 static void attn_ref(ATCtx *c) {
     int B = c->B, T = c->T, NH = c->NH, NKV = c->NKV, D = c->D, group = NH / NKV;
     double scale = 1.0 / sqrt((double)D);
@@ -337,6 +356,7 @@ static void attn_ref(ATCtx *c) {
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
                 int g = h / group, lo = i - c->window + 1 > 0 ? i - c->window + 1 : 0;
+                if (c->ds && c->ds[(size_t)b * T + i] > lo) lo = c->ds[(size_t)b * T + i];
                 const double *qi = c->q + (((size_t)b * T + i) * NH + h) * D;
                 double mx = -INFINITY;
                 for (int j = lo; j <= i; j++) {
@@ -361,16 +381,36 @@ static double at_obj(void *p) {
     attn_ref(c);
     return dotd(c->out, c->R, (size_t)c->B * c->T * c->NH * c->D);
 }
-static void test_attention(const char *what, int B, int T, int NH, int NKV, int D, int window, float qscale) {
+// Document starts for a test: a boundary after position t with probability 1/mean_doc
+// (each row's boundaries differ), plus one right before the last position so a
+// one-token document is covered. mean_doc 0: NULL (no mask).
+static int32_t *random_doc_starts(int B, int T, int mean_doc) {
+    if (!mean_doc) return NULL;
+    int32_t *ds = malloc(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        int32_t start = 0;
+        for (int t = 0; t < T; t++) {
+            if (t == T - 1 && T > 1) start = t;
+            ds[(size_t)b * T + t] = start;
+            if ((int)(xorshift64() % (uint64_t)mean_doc) == 0) start = t + 1;
+        }
+    }
+    return ds;
+}
+
+static void test_attention_doc(const char *what, int B, int T, int NH, int NKV, int D, int window, float qscale,
+                               int mean_doc) {
     char nm[192], tag[160];
-    snprintf(tag, sizeof tag, "%s B=%d T=%d NH=%d NKV=%d D=%d win=%d", what, B, T, NH, NKV, D, window);
+    snprintf(tag, sizeof tag, "%s B=%d T=%d NH=%d NKV=%d D=%d win=%d%s", what, B, T, NH, NKV, D, window,
+             mean_doc ? " docmask" : "");
     size_t nq = (size_t)B * T * NH * D, nk = (size_t)B * T * NKV * D, nl = (size_t)B * NH * T;
     float *q = frand(nq, qscale), *k = frand(nk, qscale), *v = frand(nk, 1), *R = frand(nq, 1);
     float *out = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * nl);
+    int32_t *ds = random_doc_starts(B, T, mean_doc);
     ATCtx c = {B, T, NH, NKV, D, window, todouble(q, nq), todouble(k, nk), todouble(v, nk), todouble(R, nq),
-               malloc(sizeof(double) * nq), malloc(sizeof(double) * nl)};
+               malloc(sizeof(double) * nq), malloc(sizeof(double) * nl), ds};
     at_obj(&c);
-    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window);
+    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, ds);
     snprintf(nm, sizeof nm, "attn fwd out %s", tag); report(nm, relerr(out, c.out, nq, 0), TOL_FWD);
     snprintf(nm, sizeof nm, "attn fwd lse %s", tag); report(nm, relerr(lse, c.lse, nl, 0), TOL_FWD);
     double *gq = malloc(sizeof(double) * nq), *gk = malloc(sizeof(double) * nk), *gv = malloc(sizeof(double) * nk);
@@ -378,7 +418,7 @@ static void test_attention(const char *what, int B, int T, int NH, int NKV, int 
     fd_grad(gk, c.k, nk, at_obj, &c);
     fd_grad(gv, c.v, nk, at_obj, &c);
     float *dq = ffill(nq, 99.f), *dk = ffill(nk, 99.f), *dv = ffill(nk, 99.f);
-    attention_backward(dq, dk, dv, R, q, k, v, out, lse, B, T, NH, NKV, D, window);
+    attention_backward(dq, dk, dv, R, q, k, v, out, lse, B, T, NH, NKV, D, window, ds);
     // Per-tensor relative error, with the denominator floored at 1e-3 of the largest
     // gradient of the three (window=1 makes dq and dk exactly zero: FD gives ~1e-10 noise).
     double fl = fmax(maxabs(gq, nq), fmax(maxabs(gk, nk), maxabs(gv, nk))) * 1e-3;
@@ -386,10 +426,13 @@ static void test_attention(const char *what, int B, int T, int NH, int NKV, int 
     snprintf(nm, sizeof nm, "attn bwd dk %s", tag); report(nm, relerr(dk, gk, nk, fl), TOL_ATTN);
     snprintf(nm, sizeof nm, "attn bwd dv %s", tag); report(nm, relerr(dv, gv, nk, fl), TOL_ATTN);
     free(q); free(k); free(v); free(R); free(out); free(lse); free(c.q); free(c.k); free(c.v); free(c.R);
-    free(c.out); free(c.lse); free(gq); free(gk); free(gv); free(dq); free(dk); free(dv);
+    free(c.out); free(c.lse); free(gq); free(gk); free(gv); free(dq); free(dk); free(dv); free(ds);
+}
+static void test_attention(const char *what, int B, int T, int NH, int NKV, int D, int window, float qscale) {
+    test_attention_doc(what, B, T, NH, NKV, D, window, qscale, 0);
 }
 
-typedef struct { int B, T, NH, NKV, D, window; float *q, *k, *v, *dout; } ATDet;
+typedef struct { int B, T, NH, NKV, D, window; float *q, *k, *v, *dout; const int32_t *ds; } ATDet;
 static size_t at_det_bytes(ATDet *c) {
     size_t nq = (size_t)c->B * c->T * c->NH * c->D, nk = (size_t)c->B * c->T * c->NKV * c->D;
     return sizeof(float) * (2 * nq + (size_t)c->B * c->NH * c->T + 2 * nk);
@@ -398,8 +441,9 @@ static void at_det(void *p, void *o) {
     ATDet *c = p;
     size_t nq = (size_t)c->B * c->T * c->NH * c->D, nk = (size_t)c->B * c->T * c->NKV * c->D;
     float *out = o, *lse = out + nq, *dq = lse + (size_t)c->B * c->NH * c->T, *dk = dq + nq, *dv = dk + nk;
-    attention_forward(out, lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->D, c->window);
-    attention_backward(dq, dk, dv, c->dout, c->q, c->k, c->v, out, lse, c->B, c->T, c->NH, c->NKV, c->D, c->window);
+    attention_forward(out, lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->D, c->window, c->ds);
+    attention_backward(dq, dk, dv, c->dout, c->q, c->k, c->v, out, lse, c->B, c->T, c->NH, c->NKV, c->D, c->window,
+                       c->ds);
 }
 
 // ======================================== swiglu ========================================
@@ -672,20 +716,21 @@ static void test_determinism(void) {
     }
     {
         RPDet c = {2, 17, 5, 16, frand(2 * 17 * 5 * 16, 1), malloc(sizeof(float) * 17 * 8), malloc(sizeof(float) * 17 * 8)};
-        rope_tables(c.ct, c.st, 17, 16, 500000.0);
+        rope_tables(c.ct, c.st, 17, 16, 500000.0, NULL);
         det_check("rope fwd+bwd B=2 T=17 H=5 D=16", rp_det, &c, sizeof(float) * 2 * 2 * 17 * 5 * 16);
         free(c.x); free(c.ct); free(c.st);
     }
-    const int wins[2] = {9, 1 << 20};
-    for (int w = 0; w < 2; w++) {
-        // T = 141 spans three query blocks of the tiled kernel (64 rows each)
-        ATDet c = {2, 141, 6, 2, 16, wins[w], NULL, NULL, NULL, NULL};
+    const int wins[3] = {9, 1 << 20, 1 << 20};
+    for (int w = 0; w < 3; w++) {
+        // T = 141 spans three query blocks of the tiled kernel (64 rows each); the third
+        // run adds a document mask
+        ATDet c = {2, 141, 6, 2, 16, wins[w], NULL, NULL, NULL, NULL, w == 2 ? random_doc_starts(2, 141, 30) : NULL};
         size_t nq = (size_t)2 * 141 * 6 * 16, nk = (size_t)2 * 141 * 2 * 16;
         c.q = frand(nq, 1); c.k = frand(nk, 1); c.v = frand(nk, 1); c.dout = frand(nq, 1);
         char nm[96];
-        snprintf(nm, sizeof nm, "attention fwd+bwd B=2 T=141 NH=6 NKV=2 D=16 win=%d", wins[w]);
+        snprintf(nm, sizeof nm, "attention fwd+bwd B=2 T=141 NH=6 NKV=2 D=16 win=%d%s", wins[w], c.ds ? " docmask" : "");
         det_check(nm, at_det, &c, at_det_bytes(&c));
-        free(c.q); free(c.k); free(c.v); free(c.dout);
+        free(c.q); free(c.k); free(c.v); free(c.dout); free((void *)c.ds);
     }
     {
         SWDet c = {53, 97, frand(53 * 2 * 97, 3), frand(53 * 97, 1)};
@@ -736,7 +781,18 @@ static void test_vexpf(void) {
     report("vexpf(-100) flushes to 0", vexpf(-100.0f), 0.0);
 }
 
+// doc_starts_from_tokens: an EOS closes its own document (OLMo-core get_document_lengths):
+// tokens [5 E 7 8 E E 9] (E = EOS) hold documents [5 E] [7 8 E] [E] [9].
+static void test_doc_starts(void) {
+    const int32_t E = 3, in[2][7] = {{5, E, 7, 8, E, E, 9}, {E, 1, 1, 1, 1, 1, E}};
+    const int32_t want[2][7] = {{0, 0, 2, 2, 2, 5, 6}, {0, 1, 1, 1, 1, 1, 1}};
+    int32_t got[2][7];
+    doc_starts_from_tokens(&in[0][0], 2, 7, E, &got[0][0]);
+    report("doc_starts_from_tokens (EOS ends its document)", memcmp(got, want, sizeof got) != 0, 0);
+}
+
 int main(void) {
+    test_doc_starts();
     test_vexpf();
     omp_set_num_threads(3);
     test_matmul(5, 7, 6);
@@ -745,8 +801,8 @@ int main(void) {
     // QK-norm shape: norm a C-wide slice of fused rows; every stride different
     test_rmsnorm(5, 8, 40, 24, 32, 48, 1e-6f);
     test_rmsnorm(3, 300, 301, 300, 305, 300, 1e-5f);   // C > 256: dw column blocking
-    test_rope(2, 9, 3, 8, 10000.0);
-    test_rope(1, 5, 2, 4, 500000.0);
+    test_rope(2, 9, 3, 8, 10000.0, NULL);
+    test_rope(1, 5, 2, 4, 500000.0, NULL);
     test_attention("causal full", 1, 7, 2, 2, 4, 7, 1.0f);
     test_attention("causal full window>T", 2, 6, 3, 3, 8, 1000, 2.0f);
     test_attention("sliding", 2, 11, 4, 2, 8, 4, 2.0f);
@@ -757,6 +813,23 @@ int main(void) {
     // T > 64 crosses the tiled kernel's query-block boundaries (key range starts > 0)
     test_attention("multi-block sliding", 1, 150, 2, 1, 4, 40, 2.0f);
     test_attention("multi-block full", 1, 130, 2, 2, 4, 130, 2.0f);
+    // document mask: short documents, with and without a window, GQA, across blocks
+    test_attention_doc("full", 2, 13, 4, 2, 8, 13, 2.0f, 4);
+    test_attention_doc("sliding", 2, 17, 4, 2, 8, 5, 2.0f, 6);
+    test_attention_doc("multi-block full", 1, 150, 2, 1, 4, 150, 2.0f, 40);
+    test_attention_doc("multi-block sliding", 1, 150, 2, 2, 4, 50, 2.0f, 25);
+    test_attention_doc("mostly one-token docs", 1, 9, 2, 1, 4, 9, 2.0f, 2);
+    {   // (after the attention cases, so their random inputs stay as before) YaRN: OLMo 3's parameters at head_dim 128 (ramp over j = 18..35), and a small
+        // config whose ramp is clipped at D/2 - 1 (original context 64, theta 10000, D 16)
+        RopeScaling olmo3 = {ROPE_SCALING_YARN, 8.0, 32.0, 1.0, 8192};
+        RopeScaling clip = {ROPE_SCALING_YARN, 4.0, 32.0, 1.0, 64};
+        RopeScaling wide = {ROPE_SCALING_YARN, 2.0, 8.0, 0.5, 4096};
+        test_rope(1, 40, 2, 128, 500000.0, &olmo3);
+        test_rope(2, 9, 2, 16, 10000.0, &clip);
+        test_rope(1, 7, 3, 32, 500000.0, &wide);
+        report("rope_attention_factor(yarn 8) == 0.1 ln 8 + 1", fabs(rope_attention_factor(&olmo3) - (0.1 * log(8.0) + 1)), 1e-15);
+        report("rope_attention_factor(NULL) == 1", fabs(rope_attention_factor(NULL) - 1.0), 0);
+    }
     test_swiglu(5, 7);
     test_swiglu(3, 33);
     test_embedding();

@@ -44,4 +44,30 @@ if train "$TMP/s7" train.load_path="$TMP/s1" model.n_layers=2; then fail "loaded
 [ ! -e "$TMP/s7" ] || fail "a failed start wrote $TMP/s7"
 if train "$TMP/s8" train.load_path="$TMP/nowhere"; then fail "missing load_path accepted"; fi
 grep -q "does not exist" "$TMP/s8.log" || fail "unclear missing load_path error"
+# Stage 3 (long context): from stage 1's checkpoint with YaRN on the full layers, a longer
+# sequence and the document mask. The rope scaling is recorded in train_state.json; a
+# resume with another rope scaling is refused (that is a stage transition), the same one
+# continues.
+S3="model.rope_scaling=yarn model.rope_scaling_factor=2 model.rope_original_context=32 train.seq_len=64 data.document_mask=true data.eos_id=7"
+train "$TMP/s9" train.load_path="$TMP/s1" train.load_optim=true train.max_steps=2 $S3
+grep -q "load_path: rope scaling none -> yarn(factor 2, beta_fast 32, beta_slow 1, original_context 32) (stage transition)" "$TMP/s9.log" \
+  || fail "no stage-3 rope scaling line"
+PYC "$TMP/s9" <<'PY' || fail "stage 3 state"
+import json, sys, glob
+d = sorted(glob.glob(sys.argv[1] + '/checkpoints/step-*'))[-1]
+rs = json.load(open(d + '/train_state.json'))['model']['rope_scaling']
+assert rs == {'type': 'yarn', 'factor': 2, 'beta_fast': 32, 'beta_slow': 1, 'original_context': 32}, rs
+PY
+if train "$TMP/s9" train.max_steps=3 train.seq_len=64 data.document_mask=true data.eos_id=7; then fail "resumed a YaRN run without YaRN"; fi
+grep -q "it was trained with model.rope_scaling yarn(factor 2, beta_fast 32, beta_slow 1, original_context 32), the recipe has none" "$TMP/s9.log" \
+  || fail "unclear rope-scaling resume error"
+train "$TMP/s9" train.max_steps=3 $S3
+grep -q "^resume: " "$TMP/s9.log" || fail "stage 3 did not resume"
+if train "$TMP/s10" model.rope_scaling=yarm; then fail "bad model.rope_scaling accepted"; fi
+grep -q "model.rope_scaling must be none or yarn, got 'yarm'" "$TMP/s10.log" || fail "unclear model.rope_scaling error"
+if train "$TMP/s10" model.rope_scaling=yarn model.rope_beta_fast=0.5; then fail "beta_fast < beta_slow accepted"; fi
+grep -q "model.rope_beta_fast must be > model.rope_beta_slow" "$TMP/s10.log" || fail "unclear beta error"
+if train "$TMP/s10" data.document_mask=true data.eos_id=5000; then fail "eos_id outside the vocab accepted"; fi
+grep -q "data.eos_id must be a token id in \[0, model.vocab_size = 1000)" "$TMP/s10.log" || fail "unclear eos_id error"
+[ ! -e "$TMP/s10" ] || fail "a failed start wrote $TMP/s10"
 echo "stage transition: ok"

@@ -3,6 +3,9 @@
 // config.json, init.safetensors, batch.safetensors, step0.safetensors (logits and
 // gradients of the first batch), final.safetensors (parameters after `steps` updates)
 // and metrics.json. Usage: tool_parity_dump OUTDIR [key=value ...] (keys below).
+// Long-context keys: rope_scaling=yarn (YaRN on the full layers, rope_factor,
+// rope_beta_fast, rope_beta_slow, rope_original_context), document_mask=1 with eos_id=N
+// (then about one token in 8 of the random batches is replaced by that EOS).
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +36,9 @@ static void write_params(const char *path, const ParamTable *t, const float *bas
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: tool_parity_dump OUTDIR [z_loss=X max_grad_norm=X schedule=S micro_batch=N steps=N lr=X seed=N]\n");
+        fprintf(stderr, "usage: tool_parity_dump OUTDIR [z_loss=X max_grad_norm=X schedule=S micro_batch=N steps=N lr=X seed=N "
+                        "rope_scaling=yarn rope_factor=X rope_beta_fast=X rope_beta_slow=X rope_original_context=N "
+                        "document_mask=0|1 eos_id=N]\n");
         return 2;
     }
     const char *out = argv[1];
@@ -45,6 +50,7 @@ int main(int argc, char **argv) {
     long warmup = 2;
     char sched[16] = "cosine";
     unsigned long long seed = 1234;
+    RopeScaling yarn = {ROPE_SCALING_YARN, 8.0, 32.0, 1.0, 8192};
     for (int i = 2; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) die_input("bad argument '%s' (expected key=value)", argv[i]);
@@ -57,8 +63,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "steps")) steps = atoi(v);
         else if (!strcmp(k, "lr")) lr = atof(v);
         else if (!strcmp(k, "seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "rope_scaling")) cfg.rope_scaling.type = !strcmp(v, "yarn") ? ROPE_SCALING_YARN : ROPE_SCALING_NONE;
+        else if (!strcmp(k, "rope_factor")) yarn.factor = atof(v);
+        else if (!strcmp(k, "rope_beta_fast")) yarn.beta_fast = atof(v);
+        else if (!strcmp(k, "rope_beta_slow")) yarn.beta_slow = atof(v);
+        else if (!strcmp(k, "rope_original_context")) yarn.original_context = atoi(v);
+        else if (!strcmp(k, "document_mask")) cfg.document_mask = atoi(v);
+        else if (!strcmp(k, "eos_id")) cfg.eos_id = atoi(v);
         else die_input("unknown key '%s'", k);
     }
+    if (cfg.rope_scaling.type == ROPE_SCALING_YARN) cfg.rope_scaling = yarn;
+    const char *cerr = model_config_check(&cfg);
+    if (cerr) die_input("%s", cerr);
     mkdir_p(out);
 
     Model m;
@@ -76,6 +92,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < per * steps; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         inputs[i] = (int32_t)((s >> 33) % (unsigned)cfg.vocab_size);
+        if (cfg.document_mask && (s >> 20) % 8 == 0) inputs[i] = cfg.eos_id;   // documents of ~8 tokens
     }
     for (size_t i = 0; i < per * steps; i++) {
         size_t t = i % T;
@@ -165,6 +182,18 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(c, "warmup_steps", (double)warmup);
     cJSON_AddNumberToObject(c, "max_steps", steps);
     cJSON_AddNumberToObject(c, "alpha_f", alpha_f);
+    if (cfg.rope_scaling.type == ROPE_SCALING_YARN) {   // HF's rope_scaling keys
+        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "yarn");
+        cJSON_AddNumberToObject(rs, "factor", cfg.rope_scaling.factor);
+        cJSON_AddNumberToObject(rs, "beta_fast", cfg.rope_scaling.beta_fast);
+        cJSON_AddNumberToObject(rs, "beta_slow", cfg.rope_scaling.beta_slow);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", cfg.rope_scaling.original_context);
+    }
+    if (cfg.document_mask) {
+        cJSON_AddBoolToObject(c, "document_mask", 1);
+        cJSON_AddNumberToObject(c, "eos_id", cfg.eos_id);
+    }
     char *cj = cJSON_Print(c);
     snprintf(path, sizeof path, "%s/config.json", out);
     write_file_atomic(path, cj, strlen(cj));

@@ -41,21 +41,39 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
                       const float *rstd, int N, int C, int dout_stride, int in_stride, int din_stride);
 
 // ---- RoPE, rotate-half, in place over heads: x (B, T, H, D) with row stride ----------
-// cos_t, sin_t (T, D/2): angle pos * theta^(-2j/D).
-void rope_tables(float *cos_t, float *sin_t, int T, int D, double theta);
+// RoPE frequency scaling. ROPE_YARN is OLMo-core's YaRNRoPEScalingConfig (docs/long-context.md):
+// with d(n) = D ln(original_context / (2 pi n)) / (2 ln theta), lo = max(floor(d(beta_fast)), 0),
+// hi = min(ceil(d(beta_slow)), D/2 - 1), ramp_j = clamp((j - lo) / max(hi - lo, 1e-3), 0, 1):
+// inv_freq_j = theta^(-2j/D) * (ramp_j / factor + 1 - ramp_j), and cos, sin are multiplied by
+// attention_factor = 0.1 ln(factor) + 1.
+typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_YARN = 1 } RopeScalingType;
+typedef struct {
+    int type;               // RopeScalingType
+    double factor;          // context expansion (OLMo 3: 8)
+    double beta_fast;       // rotations that start the ramp (high frequencies kept): 32
+    double beta_slow;       // rotations that end it (low frequencies fully interpolated): 1
+    int original_context;   // sequence length the model was trained at before (OLMo 3: 8192)
+} RopeScaling;
+// attention_factor of a scaling (1 for none): 0.1 ln(factor) + 1.
+double rope_attention_factor(const RopeScaling *s);
+// cos_t, sin_t (T, D/2): angle pos * inv_freq_j, inv_freq_j = theta^(-2j/D) (scaling NULL or
+// none) or YaRN's blend above; computed in double, rounded to float once.
+void rope_tables(float *cos_t, float *sin_t, int T, int D, double theta, const RopeScaling *scaling);
 void rope_forward(float *x, const float *cos_t, const float *sin_t, int B, int T, int H, int D);
 void rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int T, int H, int D);
 
-// ---- causal attention with optional sliding window, GQA ---------------------------------
+// ---- causal attention with optional sliding window and document mask, GQA -------------
 // q (B, T, NH, D), k, v (B, T, NKV, D); out (B, T, NH, D); lse (B, NH, T) log-sum-exp of
-// each query's scaled scores. Query i sees keys max(0, i-window+1) .. i. Never forms a
-// (T, T) matrix: each query row is computed from its window alone.
+// each query's scaled scores. doc_start (B, T) or NULL (no document mask): the first
+// position of the document holding position t (non-decreasing along t, <= t; see
+// model/docmask.h). Query t of row b sees keys max(0, t-window+1, doc_start[b*T+t]) .. t.
+// Never forms a (T, T) matrix: each query block is computed from the keys it can see.
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int NH, int NKV, int D, int window);
+                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
 // dq (B, T, NH, D), dk, dv (B, T, NKV, D), all overwritten. Recomputes probabilities from lse.
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
-                        int B, int T, int NH, int NKV, int D, int window);
+                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
 
 // ---- SwiGLU: out = silu(gate) * up; gu (N, 2H) holds [gate | up] per row -------------
 void swiglu_forward(float *out, const float *gu, int N, int H);

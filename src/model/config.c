@@ -1,6 +1,7 @@
 // config.c: OLMo 3-family presets, derived dims, validation, parameter and FLOP counts.
 #include "model/config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 // Presets. olmo3-7b is OLMo 3 7B exactly (OLMO3.md section 1). The small ones keep every
@@ -8,13 +9,13 @@
 // their training sequence, GQA) so tests and CPU runs exercise the general case.
 static const ModelPreset PRESETS[] = {
     {"olmo3-7b", "OLMo 3 7B: 32 layers, d 4096, 32 heads (MHA), SwiGLU 11008, window 4096",
-     {100278, 0, 4096, 32, 32, 32, 128, 11008, 500000.0, 1e-6, 4096, 4}},
+     {100278, 0, 4096, 32, 32, 32, 128, 11008, 500000.0, 1e-6, 4096, 4, {0}, 0, 0}},
     {"olmo3-60m", "~56M params (51M of them embedding + LM head): d 256, 6 layers, 8 heads / 4 kv heads, window 256",
-     {100278, 0, 256, 6, 8, 4, 32, 768, 500000.0, 1e-6, 256, 4}},
+     {100278, 0, 256, 6, 8, 4, 32, 768, 500000.0, 1e-6, 256, 4, {0}, 0, 0}},
     {"olmo3-20m", "~20M params (19M of them embedding + LM head): d 96, 4 layers, 6 heads / 2 kv heads, window 64",
-     {100278, 0, 96, 4, 6, 2, 16, 256, 500000.0, 1e-6, 64, 4}},
+     {100278, 0, 96, 4, 6, 2, 16, 256, 500000.0, 1e-6, 64, 4, {0}, 0, 0}},
     {"olmo3-tiny", "unit tests only: vocab 1000, d 64, 4 layers, 4 heads / 2 kv heads, window 8",
-     {1000, 0, 64, 4, 4, 2, 16, 128, 500000.0, 1e-6, 8, 4}},
+     {1000, 0, 64, 4, 4, 2, 16, 128, 500000.0, 1e-6, 8, 4, {0}, 0, 0}},
 };
 #define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -50,6 +51,15 @@ const char *model_config_check(const ModelConfig *c) {
     if (!(c->rms_eps > 0)) return "model.rms_eps must be > 0";
     if (c->sliding_window <= 0) return "model.sliding_window must be > 0";
     if (c->full_attn_every <= 0) return "model.full_attn_every must be > 0";
+    const RopeScaling *rs = &c->rope_scaling;
+    if (rs->type != ROPE_SCALING_NONE && rs->type != ROPE_SCALING_YARN) return "model.rope_scaling must be none or yarn";
+    if (rs->type == ROPE_SCALING_YARN) {
+        if (!(rs->factor >= 1 && rs->factor <= 1e6)) return "model.rope_scaling_factor must be in [1, 1e6] with yarn";
+        if (!(rs->beta_slow > 0)) return "model.rope_beta_slow must be > 0 with yarn";
+        if (!(rs->beta_fast > rs->beta_slow && rs->beta_fast <= 1e6))
+            return "model.rope_beta_fast must be > model.rope_beta_slow (and <= 1e6) with yarn";
+        if (rs->original_context <= 0) return "model.rope_original_context must be > 0 with yarn";
+    }
     return NULL;
 }
 
@@ -60,6 +70,25 @@ int model_layer_is_sliding(const ModelConfig *c, int layer) {
 int model_layer_window(const ModelConfig *c, int layer, int T) {
     if (!model_layer_is_sliding(c, layer)) return T;
     return c->sliding_window < T ? c->sliding_window : T;
+}
+
+int model_layer_rope_scaled(const ModelConfig *c, int layer) {
+    return c->rope_scaling.type == ROPE_SCALING_YARN && !model_layer_is_sliding(c, layer);
+}
+
+int rope_scaling_equal(const RopeScaling *a, const RopeScaling *b) {
+    if (a->type != b->type) return 0;
+    if (a->type == ROPE_SCALING_NONE) return 1;
+    return a->factor == b->factor && a->beta_fast == b->beta_fast && a->beta_slow == b->beta_slow &&
+           a->original_context == b->original_context;
+}
+
+const char *rope_scaling_describe(const RopeScaling *s, char *buf, size_t n) {
+    if (s->type != ROPE_SCALING_YARN) snprintf(buf, n, "none");
+    else
+        snprintf(buf, n, "yarn(factor %g, beta_fast %g, beta_slow %g, original_context %d)", s->factor, s->beta_fast,
+                 s->beta_slow, s->original_context);
+    return buf;
 }
 
 static size_t block_params(const ModelConfig *c) {

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"   // RopeScaling
+
 #define MAX_LAYERS 256
 
 typedef struct {
@@ -20,6 +22,13 @@ typedef struct {
     double rms_eps;
     int sliding_window; // tokens a sliding layer sees (query i sees keys i-window+1..i)
     int full_attn_every;// layer i is full when i % full_attn_every == full_attn_every - 1
+    // Long-context stage (OLMO3.md s.1): YaRN on the full-attention layers only (sliding
+    // layers keep plain RoPE); type ROPE_SCALING_NONE (zero) = plain RoPE everywhere.
+    RopeScaling rope_scaling;
+    // Not a weight shape: how packed instances are masked. document_mask: a query attends
+    // only to keys of its own document (documents end with eos_id; model/docmask.h).
+    int document_mask;
+    int32_t eos_id;
 } ModelConfig;
 
 typedef struct {
@@ -42,6 +51,13 @@ const char *model_config_check(const ModelConfig *c);
 int model_layer_is_sliding(const ModelConfig *c, int layer);
 // Window (in keys, including the query itself) layer i uses at sequence length T.
 int model_layer_window(const ModelConfig *c, int layer, int T);
+// 1 if layer i applies the rope_scaling (YaRN) tables: full-attention layers of a model
+// with rope_scaling set.
+int model_layer_rope_scaled(const ModelConfig *c, int layer);
+// Two rope scalings equal (every field that changes the tables)?
+int rope_scaling_equal(const RopeScaling *a, const RopeScaling *b);
+// "none" or "yarn(factor 8, beta_fast 32, beta_slow 1, original_context 8192)" into buf.
+const char *rope_scaling_describe(const RopeScaling *s, char *buf, size_t n);
 
 size_t model_num_params(const ModelConfig *c);            // total, padded vocab
 size_t model_num_params_embedding(const ModelConfig *c);  // the embedding table only

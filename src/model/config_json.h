@@ -8,6 +8,11 @@
 
 typedef struct cJSON cJSON;
 
+// Includes "rope_scaling": {"type": "none"} or {"type": "yarn", "factor", "beta_fast",
+// "beta_slow", "original_context"}.
 cJSON *model_config_to_json(const ModelConfig *c);
+// Read "rope_scaling" of such an object into *out (absent = none: checkpoints written
+// before it existed). Returns 0, or -1 with a message naming the bad field.
+int model_rope_scaling_from_json(const cJSON *model, RopeScaling *out, char *err, size_t errlen);
 
 #endif

@@ -42,7 +42,12 @@ void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *p
     k->vcache = xmalloc_aligned(sizeof(float) * L * (size_t)max_len * KV);
     k->rope_cos = xmalloc_aligned(sizeof(float) * (size_t)max_len * D / 2);
     k->rope_sin = xmalloc_aligned(sizeof(float) * (size_t)max_len * D / 2);
-    rope_tables(k->rope_cos, k->rope_sin, max_len, (int)D, cfg->rope_theta);
+    rope_tables(k->rope_cos, k->rope_sin, max_len, (int)D, cfg->rope_theta, NULL);
+    if (cfg->rope_scaling.type == ROPE_SCALING_YARN) {   // full layers rotate with YaRN (model.c)
+        k->yarn_cos = xmalloc_aligned(sizeof(float) * (size_t)max_len * D / 2);
+        k->yarn_sin = xmalloc_aligned(sizeof(float) * (size_t)max_len * D / 2);
+        rope_tables(k->yarn_cos, k->yarn_sin, max_len, (int)D, cfg->rope_theta, &cfg->rope_scaling);
+    }
     k->x = xmalloc_aligned(sizeof(float) * n * C);
     k->qkv = xmalloc_aligned(sizeof(float) * n * (Q + 2 * KV));
     k->q = xmalloc_aligned(sizeof(float) * n * Q);
@@ -57,7 +62,7 @@ void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *p
 }
 
 void kv_free(KVModel *k) {
-    float *b[] = {k->kcache, k->vcache, k->rope_cos, k->rope_sin, k->x, k->qkv, k->q, k->att, k->a,
+    float *b[] = {k->kcache, k->vcache, k->rope_cos, k->rope_sin, k->yarn_cos, k->yarn_sin, k->x, k->qkv, k->q, k->att, k->a,
                   k->an, k->gu, k->act, k->mo, k->rstd, k->xf};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) free(b[i]);
     memset(k, 0, sizeof *k);
@@ -116,7 +121,9 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
         rmsnorm_forward(k->q, k->rstd, k->qkv, w->q_norm, n, Q, QKV, Q, eps);
         rmsnorm_forward(Kc + (size_t)p0 * KV, k->rstd, k->qkv + Q, w->k_norm, n, KV, QKV, KV, eps);
         for (int i = 0; i < n; i++) memcpy(Vc + (size_t)(p0 + i) * KV, k->qkv + (size_t)i * QKV + Q + KV, sizeof(float) * KV);
-        const float *cs = k->rope_cos + (size_t)p0 * D / 2, *sn = k->rope_sin + (size_t)p0 * D / 2;
+        const int scaled = model_layer_rope_scaled(c, l);
+        const float *cs = (scaled ? k->yarn_cos : k->rope_cos) + (size_t)p0 * D / 2;
+        const float *sn = (scaled ? k->yarn_sin : k->rope_sin) + (size_t)p0 * D / 2;
         rope_forward(k->q, cs, sn, 1, n, NH, D);
         rope_forward(Kc + (size_t)p0 * KV, cs, sn, 1, n, NKV, D);
         int sliding = model_layer_is_sliding(c, l);

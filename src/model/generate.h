@@ -19,6 +19,7 @@ typedef struct {
     int len;            // positions filled so far
     float *kcache, *vcache;     // (L, max_len, NKV*D) each
     float *rope_cos, *rope_sin; // (max_len, D/2)
+    float *yarn_cos, *yarn_sin; // (max_len, D/2) full layers' tables with cfg.rope_scaling; NULL when none
     // scratch for max_n tokens
     float *x, *qkv, *q, *att, *a, *an, *gu, *act, *mo, *rstd, *xf;
 } KVModel;

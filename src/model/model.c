@@ -1,6 +1,7 @@
 // model.c: forward/backward of the OLMo 3 block stack (see model.h and OLMO3.md s.1):
 //   qkv = x Wqkv^T; q = rope(norm_q(qkv_q)); k = rope(norm_k(qkv_k)); v = qkv_v
-//   att = attention(q, k, v) (causal, window on sliding layers); a = att Wo^T
+//   att = attention(q, k, v) (causal, window on sliding layers, optionally within the
+//   token's document); a = att Wo^T. Full layers use the YaRN tables when cfg.rope_scaling.
 //   h = x + norm_attn(a); m = Wdown(silu(Wgate h) * Wup h); y = h + norm_mlp(m)
 // then the final norm and the fused LM head + loss.
 #include "model/model.h"
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/docmask.h"
 #include "util/common.h"
 
 #define LM_CHUNK 128
@@ -46,9 +48,10 @@ static size_t scratch_floats(const ModelConfig *c, int B, int T) {
 
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk) {
     if (lm_chunk <= 0) lm_chunk = LM_CHUNK;
+    size_t rope_tables = (cfg->rope_scaling.type == ROPE_SCALING_YARN ? 2 : 1) * (size_t)T * cfg->head_dim;
     return sizeof(float) * (act_floats(cfg, B, T) + scratch_floats(cfg, B, T) +
-                            (size_t)lm_chunk * cfg->padded_vocab + (size_t)T * cfg->head_dim) +
-           sizeof(int32_t) * (size_t)B * T;
+                            (size_t)lm_chunk * cfg->padded_vocab + rope_tables) +
+           sizeof(int32_t) * (size_t)B * T * (cfg->document_mask ? 2 : 1);
 }
 
 void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
@@ -97,7 +100,13 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     s->tmp = xmalloc_aligned(sizeof(float) * N * d.C);
     m->rope_cos = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
     m->rope_sin = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
-    rope_tables(m->rope_cos, m->rope_sin, max_T, d.D, m->cfg.rope_theta);
+    rope_tables(m->rope_cos, m->rope_sin, max_T, d.D, m->cfg.rope_theta, NULL);
+    if (m->cfg.rope_scaling.type == ROPE_SCALING_YARN) {
+        m->yarn_cos = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
+        m->yarn_sin = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
+        rope_tables(m->yarn_cos, m->yarn_sin, max_T, d.D, m->cfg.rope_theta, &m->cfg.rope_scaling);
+    }
+    if (m->cfg.document_mask) m->doc_start = xmalloc(sizeof(int32_t) * N);
     m->lm_chunk = LM_CHUNK;
     m->lm_scratch = xmalloc_aligned(sizeof(float) * (size_t)m->lm_chunk * m->cfg.padded_vocab);
     m->targets_flat = xmalloc(sizeof(int32_t) * N);
@@ -109,12 +118,14 @@ void model_destroy(Model *m) {
                       &m->acts.a_rstd, &m->acts.gu, &m->acts.act, &m->acts.m, &m->acts.m_rstd, &m->acts.xf,
                       &m->acts.xf_rstd, &m->bw.dres, &m->bw.dxf, &m->bw.da, &m->bw.datt, &m->bw.dq, &m->bw.dk,
                       &m->bw.dv, &m->bw.dqkv, &m->bw.dgu, &m->bw.dact, &m->bw.dm, &m->bw.tmp, &m->rope_cos,
-                      &m->rope_sin, &m->lm_scratch};
+                      &m->rope_sin, &m->yarn_cos, &m->yarn_sin, &m->lm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
     }
     free(m->targets_flat);
+    free(m->doc_start);
+    m->doc_start = NULL;
     param_table_free(&m->table);
 }
 
@@ -140,11 +151,20 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
     Activations *a = &m->acts;
     ModelView *w = &m->w;
 
+    // Document mask: each token's document start, from the EOS tokens of the inputs.
+    const int32_t *doc_start = NULL;
+    if (c->document_mask) {
+        doc_starts_from_tokens(inputs, B, T, c->eos_id, m->doc_start);   // (B, T)
+        doc_start = m->doc_start;
+    }
+
     // ---- forward ----
     embedding_forward(a->res, inputs, w->embed, d.N, d.C);  // (N, C)
     for (int l = 0; l < d.L; l++) {
         const LayerView *lw = &w->layers[l];
         const int window = model_layer_window(c, l, T);
+        const int scaled = model_layer_rope_scaled(c, l);
+        const float *rcos = scaled ? m->yarn_cos : m->rope_cos, *rsin = scaled ? m->yarn_sin : m->rope_sin;
         float *x = a->res + l * N * d.C, *y = a->res + (l + 1) * N * d.C;
         float *qkv = a->qkv + l * N * d.QKV;
         float *q = a->q + l * N * d.Q, *k = a->k + l * N * d.KV, *v = a->v + l * N * d.KV;
@@ -157,9 +177,9 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
         rmsnorm_forward(q, a->q_rstd + l * N, qkv, lw->q_norm, d.N, d.Q, d.QKV, d.Q, eps);       // (N, Q)
         rmsnorm_forward(k, a->k_rstd + l * N, qkv + d.Q, lw->k_norm, d.N, d.KV, d.QKV, d.KV, eps);  // (N, KV)
         gather_cols(v, qkv, d.N, d.QKV, d.Q + d.KV, d.KV);                                     // (N, KV)
-        rope_forward(q, m->rope_cos, m->rope_sin, B, T, d.NH, d.D);
-        rope_forward(k, m->rope_cos, m->rope_sin, B, T, d.NKV, d.D);
-        attention_forward(att, lse, q, k, v, B, T, d.NH, d.NKV, d.D, window);                  // (B, T, NH, D)
+        rope_forward(q, rcos, rsin, B, T, d.NH, d.D);
+        rope_forward(k, rcos, rsin, B, T, d.NKV, d.D);
+        attention_forward(att, lse, q, k, v, B, T, d.NH, d.NKV, d.D, window, doc_start);       // (B, T, NH, D)
         matmul_forward(ao, att, lw->wo, d.N, d.Q, d.C);                                        // (N, C)
         rmsnorm_forward(tmp, a->a_rstd + l * N, ao, lw->attn_norm, d.N, d.C, d.C, d.C, eps);
         residual_forward(h, x, tmp, N * d.C);                                                  // h = x + norm(a)
@@ -210,6 +230,8 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
         const LayerView *lw = &w->layers[l];
         LayerView *lg = &gw.layers[l];
         const int window = model_layer_window(c, l, T);
+        const int scaled = model_layer_rope_scaled(c, l);
+        const float *rcos = scaled ? m->yarn_cos : m->rope_cos, *rsin = scaled ? m->yarn_sin : m->rope_sin;
         float *x = a->res + l * N * d.C;
         float *qkv = a->qkv + l * N * d.QKV;
         float *q = a->q + l * N * d.Q, *k = a->k + l * N * d.KV, *v = a->v + l * N * d.KV;
@@ -225,9 +247,9 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
         // h = x + norm_attn(a): dx = dh (kept in dres), da via the norm
         rmsnorm_backward(s->da, lg->attn_norm, dres, ao, lw->attn_norm, a->a_rstd + l * N, d.N, d.C, d.C, d.C, d.C);
         matmul_backward(s->datt, lg->wo, s->da, att, lw->wo, d.N, d.Q, d.C, 0, 0);
-        attention_backward(s->dq, s->dk, s->dv, s->datt, q, k, v, att, lse, B, T, d.NH, d.NKV, d.D, window);
-        rope_backward(s->dq, m->rope_cos, m->rope_sin, B, T, d.NH, d.D);
-        rope_backward(s->dk, m->rope_cos, m->rope_sin, B, T, d.NKV, d.D);
+        attention_backward(s->dq, s->dk, s->dv, s->datt, q, k, v, att, lse, B, T, d.NH, d.NKV, d.D, window, doc_start);
+        rope_backward(s->dq, rcos, rsin, B, T, d.NH, d.D);
+        rope_backward(s->dk, rcos, rsin, B, T, d.NKV, d.D);
         rmsnorm_backward(s->dqkv, lg->q_norm, s->dq, qkv, lw->q_norm, a->q_rstd + l * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
         rmsnorm_backward(s->dqkv + d.Q, lg->k_norm, s->dk, qkv + d.Q, lw->k_norm, a->k_rstd + l * N, d.N, d.KV,
                          d.KV, d.QKV, d.QKV);

@@ -40,7 +40,9 @@ typedef struct {
     int max_B, max_T;
     Activations acts;
     BackwardScratch bw;
-    float *rope_cos, *rope_sin;   // (max_T, head_dim/2)
+    float *rope_cos, *rope_sin;   // (max_T, head_dim/2) plain RoPE
+    float *yarn_cos, *yarn_sin;   // (max_T, head_dim/2) cfg.rope_scaling's tables for full layers; NULL when none
+    int32_t *doc_start;           // (max_B, max_T) per-token document start when cfg.document_mask; else NULL
     float *lm_scratch;  // (lm_chunk, Vp)
     int lm_chunk;
     int32_t *targets_flat;

@@ -36,11 +36,11 @@ typedef struct {
 // model for tests of bench itself (only by name).
 static const BenchConfig CONFIGS[] = {
     {"a", "d 256, 4 layers, 4 heads, MLP 768, dolma2 vocab, T 256, 8 seqs/step",
-     {100278, 0, 256, 4, 4, 4, 64, 768, 500000.0, 1e-6, 128, 4}, 256, 8, 8, 1},
+     {100278, 0, 256, 4, 4, 4, 64, 768, 500000.0, 1e-6, 128, 4, {0}, 0, 0}, 256, 8, 8, 1},
     {"b", "d 512, 8 layers, 8 heads, MLP 1536, dolma2 vocab, T 1024, 4 seqs/step",
-     {100278, 0, 512, 8, 8, 8, 64, 1536, 500000.0, 1e-6, 512, 4}, 1024, 4, 2, 1},
+     {100278, 0, 512, 8, 8, 8, 64, 1536, 500000.0, 1e-6, 512, 4, {0}, 0, 0}, 1024, 4, 2, 1},
     {"smoke", "d 64, 2 layers, 4 heads, MLP 128, vocab 1000, T 64, 4 seqs/step (tests)",
-     {1000, 0, 64, 2, 4, 4, 16, 128, 500000.0, 1e-6, 32, 4}, 64, 4, 4, 0},
+     {1000, 0, 64, 2, 4, 4, 16, 128, 500000.0, 1e-6, 32, 4, {0}, 0, 0}, 64, 4, 4, 0},
 };
 #define NCONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 static const char *const PREC[2] = {"fp32", "bf16"};

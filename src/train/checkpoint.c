@@ -243,6 +243,11 @@ static int state_from_json(const char *path, const char *txt, TrainState *st, co
         MF(vocab_size); MF(padded_vocab); MF(d_model); MF(n_layers); MF(n_heads); MF(n_kv_heads); MF(head_dim);
         MF(mlp_hidden); MF(rope_theta); MF(rms_eps); MF(sliding_window); MF(full_attn_every);
 #undef MF
+        // RoPE scaling is read, not compared: it has no weights, and load_path may change it
+        // on purpose (stage 2 -> 3); the trainer refuses a change on resume.
+        char rerr[160];
+        if (model_rope_scaling_from_json(mo, &st->cfg.rope_scaling, rerr, sizeof rerr))
+            addf(miss, sizeof miss, &nmiss, "model.%s", rerr);
     }
 #undef NUM
     cJSON_Delete(o);

@@ -57,6 +57,11 @@ static const Key KEYS[] = {
     {"model.rms_eps", T_DOUBLE, F(rms_eps), "1e-6", "RMSNorm epsilon"},
     {"model.sliding_window", T_INT, F(sliding_window), "4096", "keys a sliding-window layer sees (query included)"},
     {"model.full_attn_every", T_INT, F(full_attn_every), "4", "layer i is full attention when i % this == this-1; 1 = all full"},
+    {"model.rope_scaling", T_STR, F(rope_scaling), "none", "none | yarn: YaRN RoPE scaling on the full-attention layers only (long-context stage; docs/long-context.md)"},
+    {"model.rope_scaling_factor", T_DOUBLE, F(rope_factor), "8", "yarn: context expansion factor (OLMo 3: 8)"},
+    {"model.rope_beta_fast", T_DOUBLE, F(rope_beta_fast), "32", "yarn: rotations over the original context where the ramp starts (frequencies above are kept)"},
+    {"model.rope_beta_slow", T_DOUBLE, F(rope_beta_slow), "1", "yarn: rotations where the ramp ends (frequencies below are divided by the factor)"},
+    {"model.rope_original_context", T_INT, F(rope_original_context), "8192", "yarn: sequence length the model was trained at before the extension"},
 
     {"train.seq_len", T_INT, F(seq_len), "8192", "tokens per instance"},
     {"train.global_batch", T_INT, F(global_batch), "512", "instances per optimizer step, all ranks together"},
@@ -101,6 +106,8 @@ static const Key KEYS[] = {
     {"data.order", T_STR, F(data_order), "shuffle", "instance order: sequential | shuffle"},
     {"data.sources", T_STRLIST, LIST(sources, n_sources), "", "named sources: name=glob, or a path/glob (each file its own source named by its stem)"},
     {"data.mix", T_STRLIST, LIST(mix, n_mix), "", "token shares: source:share[:max_repeat] (max_repeat default 1 = no upsampling)"},
+    {"data.document_mask", T_BOOL, F(document_mask), "false", "attend only within the current document of a packed instance (documents end with data.eos_id, inclusive)"},
+    {"data.eos_id", T_LONG, F(eos_id), "100257", "token that ends a document in the training files (dolma2 EOS)"},
 
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (OLMO3.md s.7); tests only"},
@@ -566,6 +573,15 @@ ModelConfig recipe_model_config(const Recipe *r) {
     c.rms_eps = r->rms_eps;
     c.sliding_window = r->sliding_window;
     c.full_attn_every = r->full_attn_every;
+    if (!strcmp(r->rope_scaling, "yarn")) {
+        c.rope_scaling.type = ROPE_SCALING_YARN;
+        c.rope_scaling.factor = r->rope_factor;
+        c.rope_scaling.beta_fast = r->rope_beta_fast;
+        c.rope_scaling.beta_slow = r->rope_beta_slow;
+        c.rope_scaling.original_context = r->rope_original_context;
+    }
+    c.document_mask = r->document_mask;
+    c.eos_id = (int32_t)r->eos_id;
     model_config_derive(&c);
     return c;
 }
@@ -590,6 +606,11 @@ void recipe_validate(const Recipe *r, const char *origin) {
                   "model.mlp_hidden, ...)", o);
     if (r->n_kv_heads < 0) die_input("%s: model.n_kv_heads must be >= 0 (0 = n_heads), got %d", o, r->n_kv_heads);
     if (r->head_dim < 0) die_input("%s: model.head_dim must be >= 0 (0 = d_model / n_heads), got %d", o, r->head_dim);
+    if (strcmp(r->rope_scaling, "none") && strcmp(r->rope_scaling, "yarn"))
+        die_input("%s: model.rope_scaling must be none or yarn, got '%s'", o, r->rope_scaling);
+    if (r->document_mask && !(r->eos_id >= 0 && r->eos_id < r->vocab_size))
+        die_input("%s: data.eos_id must be a token id in [0, model.vocab_size = %d) with data.document_mask, got %ld", o,
+                  r->vocab_size, r->eos_id);
     ModelConfig mc = recipe_model_config(r);
     const char *err = model_config_check(&mc);
     if (err) die_input("%s: model: %s", o, err);

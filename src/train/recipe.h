@@ -20,6 +20,9 @@ typedef struct {
     double rope_theta, rms_eps;
     int sliding_window;         // window in tokens for sliding layers
     int full_attn_every;        // layer i is full attention when i % full_attn_every == full_attn_every-1 (OLMo 3: 4); 1 = all full
+    char rope_scaling[16];      // none | yarn (YaRN on the full-attention layers; long-context stage)
+    double rope_factor, rope_beta_fast, rope_beta_slow;
+    int rope_original_context;  // sequence length before the extension (OLMo 3: 8192)
 
     // train.*
     int seq_len;
@@ -65,6 +68,8 @@ typedef struct {
     char sources[RECIPE_MAX_PATHS][RECIPE_MAX_STR]; // "name=glob" or a path/glob (each file its own source)
     int n_mix;
     char mix[RECIPE_MAX_PATHS][RECIPE_MAX_STR];     // "source:share[:max_repeat]"
+    int document_mask;          // bool: attention only within a document of a packed instance
+    long eos_id;                // token that ends a document (dolma2 EOS 100257)
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread

@@ -351,6 +351,13 @@ int cmd_train(int argc, char **argv) {
             snprintf(m2, sizeof m2, "cannot resume from %s: %s", ckpt_dir, msg);
             fail_all(rank, 2, m2);
         }
+        if (!rope_scaling_equal(&st.cfg.rope_scaling, &cfg.rope_scaling)) {
+            char a[160], b[160];
+            snprintf(msg, sizeof msg, "cannot resume from %s: it was trained with model.rope_scaling %s, the recipe has %s "
+                     "(changing it is a stage transition: start a new run_dir with train.load_path)", ckpt_dir,
+                     rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&cfg.rope_scaling, b, sizeof b));
+            fail_all(rank, 2, msg);
+        }
         start_step = st.step;
         tokens = st.tokens;
         skipped_total = st.skipped_total;
@@ -416,6 +423,11 @@ int cmd_train(int argc, char **argv) {
             if (rank == 0)
                 printf("load_path: %s (step %ld): weights%s%s\n", src, st.step, r->load_optim ? " + Adam moments" : "",
                        r->load_trainer_state ? " + trainer state" : "; step, schedule and loader restart");
+            if (rank == 0 && !rope_scaling_equal(&st.cfg.rope_scaling, &cfg.rope_scaling)) {
+                char a[160], b[160];
+                printf("load_path: rope scaling %s -> %s (stage transition)\n",
+                       rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&cfg.rope_scaling, b, sizeof b));
+            }
             ckpt_state_free(&st);
         }
     }

@@ -119,13 +119,65 @@ def rmsnorm(x, w, eps):
     return w * (x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps))
 
 
-def rope_tables(T, head_dim, theta, dtype):
-    # computed in float64 then cast (positions 0..T-1 within each instance)
-    j = torch.arange(0, head_dim // 2, dtype=torch.float64)
-    inv_freq = theta ** (-2.0 * j / head_dim)
+def yarn_inv_freq(head_dim, theta, rs, flavor="olmo_core"):
+    """YaRN frequencies (arXiv 2309.00071 s.3.2-3.4) in float64, written from the equations.
+    rs: the HF-style dict {factor, beta_fast, beta_slow, original_max_position_embeddings}.
+    d(n) = head_dim * ln(L / (2 pi n)) / (2 ln theta) is the dimension index whose frequency
+    turns n times over the original context L; lo = max(floor(d(beta_fast)), 0),
+    hi = ceil(d(beta_slow)) clipped; ramp_j = clamp((j - lo) / (hi - lo), 0, 1);
+    inv_freq_j = base_j / factor * ramp_j + base_j * (1 - ramp_j).
+    flavor "olmo_core" (the recipe: OLMo-core YaRNRoPEScalingConfig.compute_scaled_inv_freq):
+    hi clipped to head_dim/2 - 1, span floored at 1e-3. flavor "hf" (transformers
+    _compute_yarn_parameters, truncate=True): hi clipped to head_dim - 1, hi += 0.001 when
+    lo == hi. They differ only when ceil(d(beta_slow)) > head_dim/2 - 1 (or lo > hi)."""
+    half = head_dim // 2
+    j = torch.arange(half, dtype=torch.float64)
+    base = theta ** (-2.0 * j / head_dim)
+    L = rs["original_max_position_embeddings"]
+
+    def dim_of(n_rot):
+        return head_dim * math.log(L / (n_rot * 2 * math.pi)) / (2 * math.log(theta))
+
+    lo = max(math.floor(dim_of(rs["beta_fast"])), 0)
+    if flavor == "olmo_core":
+        hi = min(math.ceil(dim_of(rs["beta_slow"])), half - 1)
+        ramp = ((j - lo) / max(hi - lo, 1e-3)).clamp(0, 1)
+    elif flavor == "hf":
+        hi = min(math.ceil(dim_of(rs["beta_slow"])), head_dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((j - lo) / (hi - lo)).clamp(0, 1)
+    else:
+        raise ValueError(flavor)
+    return base / rs["factor"] * ramp + base * (1 - ramp)
+
+
+def yarn_attention_factor(rs):
+    """cos and sin are both multiplied by this (YaRN s.3.4; OLMo-core and HF get_mscale)."""
+    return 0.1 * math.log(rs["factor"]) + 1.0
+
+
+def rope_tables(T, head_dim, theta, dtype, rope_scaling=None):
+    # computed in float64 then cast (positions 0..T-1 within each instance, not reset at
+    # document boundaries: OLMO3.md s.1). rope_scaling: None (plain) or a yarn dict.
+    if rope_scaling is None:
+        j = torch.arange(0, head_dim // 2, dtype=torch.float64)
+        inv_freq = theta ** (-2.0 * j / head_dim)
+        mscale = 1.0
+    else:
+        assert rope_scaling.get("rope_type", "yarn") == "yarn", rope_scaling
+        inv_freq = yarn_inv_freq(head_dim, theta, rope_scaling)
+        mscale = yarn_attention_factor(rope_scaling)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, hd/2)
     ang = torch.cat([ang, ang], dim=-1)  # (T, hd)
-    return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+    return (mscale * torch.cos(ang)).to(dtype), (mscale * torch.sin(ang)).to(dtype)
+
+
+def doc_ids(ids, eos_id):
+    """(B, T) document index of each position: the number of EOS tokens strictly before it,
+    so an EOS belongs to the document it ends (OLMo-core get_document_lengths)."""
+    is_eos = (ids == eos_id).to(torch.int64)
+    return torch.cumsum(is_eos, dim=1) - is_eos
 
 
 def rotate_half(x):
@@ -147,18 +199,23 @@ def attn_mask(T, window):
     return m
 
 
-def attention(q, k, v, window):
-    """q: (B, H, T, hd); k, v: (B, KV, T, hd). GQA: query head h uses kv head h // (H/KV)."""
+def attention(q, k, v, window, doc=None):
+    """q: (B, H, T, hd); k, v: (B, KV, T, hd). GQA: query head h uses kv head h // (H/KV).
+    doc: (B, T) document ids (document mask: query i sees key j only if doc[i] == doc[j])."""
     B, H, T, hd = q.shape
     rep = H // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)
     v = v.repeat_interleave(rep, dim=1)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
-    s = s.masked_fill(~attn_mask(T, window), float("-inf"))
+    m = attn_mask(T, window)
+    if doc is not None:
+        m = m[None] & (doc[:, :, None] == doc[:, None, :])  # (B, T, T)
+        m = m[:, None]
+    s = s.masked_fill(~m, float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 
-def attention_naive(q, k, v, window):
+def attention_naive(q, k, v, window, doc=None):
     """Per-query loop over explicitly enumerated keys (for the selftest)."""
     B, H, T, hd = q.shape
     rep = H // k.shape[1]
@@ -168,6 +225,8 @@ def attention_naive(q, k, v, window):
             kh = h // rep
             for i in range(T):
                 lo = 0 if window is None else max(0, i - window + 1)
+                if doc is not None:  # first position of query i's document
+                    lo = max(lo, int((doc[b] == doc[b, i]).nonzero()[0]))
                 keys = k[b, kh, lo:i + 1]  # (n, hd)
                 vals = v[b, kh, lo:i + 1]
                 sc = (keys @ q[b, h, i]) / math.sqrt(hd)
@@ -183,6 +242,9 @@ def forward(P, cfg, ids, attn_fn=attention):
     H, KV, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rms_eps
     x = P[EMB][ids]
     cos, sin = rope_tables(T, hd, cfg.rope_theta, x.dtype)
+    rs = cfg.get("rope_scaling")  # YaRN on the full-attention layers only
+    ycos, ysin = rope_tables(T, hd, cfg.rope_theta, x.dtype, rs) if rs else (cos, sin)
+    doc = doc_ids(ids, cfg.eos_id) if cfg.get("document_mask") else None
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
         q = x @ P[p + "self_attn.q_proj.weight"].t()
@@ -193,10 +255,12 @@ def forward(P, cfg, ids, attn_fn=attention):
         q = q.view(B, T, H, hd).transpose(1, 2)
         k = k.view(B, T, KV, hd).transpose(1, 2)
         v = v.view(B, T, KV, hd).transpose(1, 2)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
-        window = cfg.sliding_window if cfg.layer_types[i] == "sliding_attention" else None
-        a = attn_fn(q, k, v, window)
+        full = cfg.layer_types[i] == "full_attention"
+        c, s = (ycos, ysin) if full else (cos, sin)
+        q = apply_rope(q, c, s)
+        k = apply_rope(k, c, s)
+        window = None if full else cfg.sliding_window
+        a = attn_fn(q, k, v, window, doc)
         a = a.transpose(1, 2).reshape(B, T, H * hd) @ P[p + "self_attn.o_proj.weight"].t()
         h = x + rmsnorm(a, P[p + "post_attention_layernorm.weight"], eps)
         m = F.silu(h @ P[p + "mlp.gate_proj.weight"].t()) * (h @ P[p + "mlp.up_proj.weight"].t())
@@ -567,6 +631,64 @@ def selftest():
     w = tz.P["lm_head.weight"].detach()
     report("AdamW: no decay on embedding, decay on lm_head",
            torch.equal(e, P[EMB]) and torch.allclose(w, P["lm_head.weight"] * (1 - lr1 * 0.5), atol=1e-15))
+
+    # 12. YaRN (long-context stage): OLMo 3's numbers. head_dim 128, theta 5e5, L 8192:
+    # d(32) = 18.08 -> lo 18, d(1) = 34.98 -> hi 35; frequencies j < 18 kept, j >= 35
+    # divided by 8; attention factor 1 + 0.1 ln 8 = 1.2079. OLMo-core and HF agree here.
+    y3 = dict(rope_type="yarn", factor=8.0, beta_fast=32, beta_slow=1, original_max_position_embeddings=8192)
+    fo = yarn_inv_freq(128, 500000.0, y3, "olmo_core")
+    fh = yarn_inv_freq(128, 500000.0, y3, "hf")
+    base = 500000.0 ** (-torch.arange(64, dtype=torch.float64) * 2 / 128)
+    good = (torch.equal(fo, fh) and torch.equal(fo[:19], base[:19]) and torch.allclose(fo[35:], base[35:] / 8, rtol=1e-15)
+            and abs(fo[26].item() - base[26].item() * (1 - 8 / 17 + 8 / 17 / 8)) < 1e-15 * base[26].item())
+    report("YaRN OLMo 3 frequencies (ramp j 18..35; OLMo-core == HF)", good)
+    report("YaRN attention factor 0.1 ln 8 + 1", abs(yarn_attention_factor(y3) - 1.2079441541679836) < 1e-15)
+    # Where they differ: the ramp end beyond head_dim/2 - 1 (OLMo-core clips it there, HF at
+    # head_dim - 1, so HF never reaches full interpolation at the last frequency).
+    yc = dict(rope_type="yarn", factor=4.0, beta_fast=32, beta_slow=1, original_max_position_embeddings=10 ** 5)
+    fo, fh = yarn_inv_freq(16, 10000.0, yc, "olmo_core"), yarn_inv_freq(16, 10000.0, yc, "hf")
+    report("YaRN OLMo-core vs HF differ when ceil(d(beta_slow)) > head_dim/2 - 1", (fo - fh).abs().max().item() > 0)
+
+    # 13. YaRN on full layers only: sliding layers unchanged, full layers changed
+    cy = Config(cfg)
+    cy["rope_scaling"] = dict(y3, original_max_position_embeddings=4, factor=4.0)
+    ids_ = ids
+    d_full = (forward(P, cy, ids_) - forward(P, cfg, ids_)).abs().max().item()
+    cys = Config(cy)
+    cys["layer_types"] = ["sliding_attention", "sliding_attention"]
+    cs_ = Config(cfg)
+    cs_["layer_types"] = ["sliding_attention", "sliding_attention"]
+    d_slide = (forward(P, cys, ids_) - forward(P, cs_, ids_)).abs().max().item()
+    report("YaRN changes full layers only", d_full > 1e-6 and d_slide == 0.0, f"{d_full:.1e} {d_slide:.1e}")
+
+    # 14. document mask: == naive loop; a document's logits do not depend on earlier
+    # documents' tokens (positions stay absolute); the EOS belongs to the document it ends
+    idsd = torch.tensor([[5, 1, 12, 2, 12, 7, 3], [12, 4, 4, 6, 9, 12, 12]])
+    doc = doc_ids(idsd, 12)
+    report("doc ids: EOS ends its document", doc.tolist() == [[0, 0, 0, 1, 1, 2, 2], [0, 1, 1, 1, 1, 1, 2]],
+           str(doc.tolist()))
+    for w in (None, 2, 4):
+        dq = torch.tensor([[0, 0, 1, 1, 1, 2, 3, 3, 3, 3, 3], [0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2]])
+        d = (attention(q, k, v, w, dq) - attention_naive(q, k, v, w, dq)).abs().max().item()
+        report(f"document-masked attention == naive loop, window={w}", d < 1e-12, f"maxdiff {d:.2e}")
+    cd = Config(cfg)
+    cd.update(document_mask=True, eos_id=12)
+    idsb = idsd.clone()
+    idsb[0, 0:2] = torch.tensor([9, 10])  # first document of row 0 (ends at its EOS, position 2)
+    lo_a, lo_b = forward(P, cd, idsd), forward(P, cd, idsb)
+    report("document mask isolates documents", (lo_a[0, 3:] - lo_b[0, 3:]).abs().max().item() == 0.0
+           and (lo_a[0, :3] - lo_b[0, :3]).abs().max().item() > 1e-6
+           and (forward(P, cfg, idsd)[0, 3:] - forward(P, cfg, idsb)[0, 3:]).abs().max().item() > 1e-6)
+
+    # 15. gradcheck with YaRN and the document mask on
+    cyd = Config(cy)
+    cyd.update(document_mask=True, eos_id=12)
+
+    def fyd(*ts):
+        return loss_sums(forward(dict(zip(names, ts)), cyd, idsd), labels, cfg.z_loss, denom)[0]
+
+    good = torch.autograd.gradcheck(fyd, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, raise_exception=False)
+    report("gradcheck with YaRN + document mask", good)
 
     print("selftest", "passed" if ok else "FAILED")
     return 0 if ok else 1

@@ -1,7 +1,10 @@
 // attention.c: causal (optionally sliding-window) grouped-query attention, tiled.
 // Queries are processed in blocks of QB rows; a block's scores against the keys its rows
 // can see (at most QB + window - 1 keys) come from one small sgemm, then a row softmax,
-// then one sgemm with V. Memory is linear in T: only the output and each row's
+// then one sgemm with V. With a document mask (doc_start != NULL) a row's first key is
+// also raised to its document's start; since that bound is non-decreasing along t, the
+// block's key range starts at its first row's bound, so keys of earlier documents are
+// skipped (never multiplied), not just masked. Memory is linear in T: only the output and each row's
 // log-sum-exp are saved; the backward recomputes the probabilities from q, k and lse.
 // Determinism: each forward output row is produced by one task; in the backward one task
 // per (batch, kv head) walks its query heads and blocks in a fixed order, so dk/dv sums
@@ -19,19 +22,27 @@
 
 #define QB 64
 
-// Key range [lo, hi) that queries i0..i1-1 can see.
-static inline void key_range(int i0, int i1, int wlen, int *lo, int *hi) {
-    *lo = i0 - wlen + 1 > 0 ? i0 - wlen + 1 : 0;
+// First key query i sees: the window's start, raised to its document's start (ds: this
+// batch row's doc_start, or NULL).
+static inline int first_key(int i, int wlen, const int32_t *ds) {
+    int lo = i - wlen + 1 > 0 ? i - wlen + 1 : 0;
+    if (ds && ds[i] > lo) lo = ds[i];
+    return lo;
+}
+
+// Key range [lo, hi) that queries i0..i1-1 can see (first_key is non-decreasing in i).
+static inline void key_range(int i0, int i1, int wlen, const int32_t *ds, int *lo, int *hi) {
+    *lo = first_key(i0, wlen, ds);
     *hi = i1;
 }
 
-// S (nq, nk) = scale * Q K^T, entries outside each row's causal window set to -inf.
+// S (nq, nk) = scale * Q K^T, entries outside each row's causal window / document set to -inf.
 static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
-                   int i0, int lo, int wlen) {
+                   int i0, int lo, int wlen, const int32_t *ds) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
     for (int r = 0; r < nq; r++) {
         int i = i0 + r;
-        int jlo = i - wlen + 1 > 0 ? i - wlen + 1 : 0;
+        int jlo = first_key(i, wlen, ds);
         float *row = S + (size_t)r * nk;
         for (int c = 0; c < jlo - lo; c++) row[c] = -INFINITY;
         for (int c = i - lo + 1; c < nk; c++) row[c] = -INFINITY;
@@ -39,7 +50,7 @@ static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk,
 }
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int NH, int NKV, int D, int window) {
+                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int wlen = window < T ? window : T;
@@ -54,13 +65,14 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
                 for (int qb = 0; qb < nqb; qb++) {
                     const int g = h / group;
                     const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
+                    const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
                     int lo, hi;
-                    key_range(i0, i1, wlen, &lo, &hi);
+                    key_range(i0, i1, wlen, ds, &lo, &hi);
                     const int nk = hi - lo;
                     const float *Qb = q + ((size_t)b * T + i0) * ldq + (size_t)h * D;
                     const float *Kb = k + ((size_t)b * T + lo) * ldk + (size_t)g * D;
                     const float *Vb = v + ((size_t)b * T + lo) * ldk + (size_t)g * D;
-                    scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen);
+                    scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
                         float mx = -INFINITY;
@@ -87,7 +99,7 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
-                        int B, int T, int NH, int NKV, int D, int window) {
+                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int wlen = window < T ? window : T;
@@ -107,14 +119,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 for (int h = g * group; h < (g + 1) * group; h++)
                     for (int qb = 0; qb < nqb; qb++) {
                         const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
+                        const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
                         int lo, hi;
-                        key_range(i0, i1, wlen, &lo, &hi);
+                        key_range(i0, i1, wlen, ds, &lo, &hi);
                         const int nk = hi - lo;
                         const size_t qoff = ((size_t)b * T + i0) * ldq + (size_t)h * D;
                         const size_t koff = ((size_t)b * T + lo) * ldk + (size_t)g * D;
                         const float *Qb = q + qoff, *dOb = dout + qoff, *Ob = out + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
-                        scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen);
+                        scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
                             float l = lse[((size_t)b * NH + h) * T + i0 + r];
                             float *row = P + (size_t)r * nk;

@@ -416,7 +416,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         CUDA_CHECK(cudaMemset(m, 0, total * 4));
         CUDA_CHECK(cudaMemset(v, 0, total * 4));
         std::vector<float> c((size_t)max_T * d.D / 2), s(c.size());
-        rope_tables(c.data(), s.data(), max_T, d.D, cfg.rope_theta);
+        rope_tables(c.data(), s.data(), max_T, d.D, cfg.rope_theta, NULL);
         CUDA_CHECK(cudaMemcpy(rope_cos, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(rope_sin, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
         model_view(&mv, table, &cfg, master);
