@@ -41,6 +41,17 @@ CFLAGS += -DOLMO_CUDA
 CU_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+# NCCL (multi-GPU ZeRO-1 on the devices, docs/cuda.md): used when nccl.h is found under
+# $(CUDA_HOME)/include or /usr/include; NCCL=0 turns it off. Without it, mpirun with
+# train.backend=cuda falls back to the host-MPI step (gradients and Adam on the CPU).
+ifeq ($(origin NCCL),undefined)
+NCCL := $(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0)
+endif
+ifeq ($(NCCL),1)
+CFLAGS += -DOLMO_NCCL
+NVCCFLAGS += -DOLMO_NCCL
+LDLIBS += -lnccl
+endif
 endif
 
 SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     printf("bench: %s, %d layers, %zu params, B=%d T=%d, %s%s; host init %.1fs\n", preset, cfg.n_layers, t.total, B, T, prec,
            recompute ? ", activation recompute" : "", now_seconds() - t0);
     fflush(stdout);
-    CudaModel *cm = cuda_model_create(&cfg, &t, B, T, bf, recompute, err, sizeof err);
+    CudaModel *cm = cuda_model_create(&cfg, &t, B, T, bf, recompute, 0, t.total, err, sizeof err);
     if (!cm) die("%s", err);
     char dev[256];
     cuda_device_describe(dev, sizeof dev);

@@ -117,8 +117,8 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, cons
 }
 
 double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part) {
-    const int W = g_world, r = g_rank;
-    const size_t n = bounds[W], lo = bounds[r], hi = bounds[r + 1];
+    const int r = g_rank;
+    const size_t lo = bounds[r], hi = bounds[r + 1];
     const size_t c0 = lo / DIST_CHUNK, c1 = (hi + DIST_CHUNK - 1) / DIST_CHUNK;
     // Same per-chunk loop as the kernel's sumsq (a sequential double sum: not reassociated
     // by the compiler), so W = 1 reproduces sumsq(grads, n) exactly.
@@ -129,6 +129,12 @@ double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part
         for (size_t i = a; i < b; i++) s += (double)shard[i - lo] * shard[i - lo];
         part[c] = s;
     }
+    return dist_sumsq_gather(part, bounds);
+}
+
+double dist_sumsq_gather(double *part, const size_t *bounds) {
+    const int W = g_world;
+    const size_t n = bounds[W];
 #ifdef OLMO_MPI
     if (W > 1) {
         int *cnt = xmalloc(sizeof(int) * 2 * (size_t)W), *dsp = cnt + W;
@@ -146,6 +152,26 @@ double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part
     double total = 0.0;
     for (size_t c = 0; c < nch; c++) total += part[c];
     return total;
+}
+
+void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, const size_t *bounds) {
+    if (g_world == 1) {
+        if (full != mine && hi > lo) memcpy(full, mine, sizeof(float) * (hi - lo));
+        return;
+    }
+#ifdef OLMO_MPI
+    if (hi - lo > INT32_MAX) die("dist_gather_range: %zu floats too many for MPI int counts", hi - lo);
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
+    for (int r = 0; r < g_world; r++) {
+        size_t a = bounds[r] > lo ? bounds[r] : lo, b = bounds[r + 1] < hi ? bounds[r + 1] : hi;
+        cnt[r] = b > a ? (int)(b - a) : 0;
+        dsp[r] = b > a ? (int)(a - lo) : 0;
+    }
+    MPI_Gatherv(mine, cnt[g_rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    free(cnt);
+#else
+    (void)mine, (void)full, (void)lo, (void)hi, (void)bounds;
+#endif
 }
 
 void dist_allgather_shards(float *buf, const size_t *bounds) {

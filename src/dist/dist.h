@@ -41,6 +41,13 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, cons
 // per-chunk partials (double), all-gathered, summed in chunk order. chunk_scratch holds
 // ceil(n / DIST_CHUNK) doubles.
 double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *chunk_scratch);
+// The same sum from per-chunk partials already in part[c] for this rank's chunks (a
+// device computed them): all-gathered, summed in chunk order.
+double dist_sumsq_gather(double *part, const size_t *bounds);
+// Gather [lo, hi) of a sharded vector to rank 0: `mine` is this rank's part of it (the
+// intersection with shard rank, in order); rank 0 receives hi - lo floats in full (NULL
+// elsewhere). Used per tensor by the CUDA checkpoint stream (MPI int counts: < 2^31).
+void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, const size_t *bounds);
 // All-gather shards in place: buf (n floats) has this rank's shard filled; afterwards all.
 void dist_allgather_shards(float *buf, const size_t *bounds);
 // Gather shards to rank 0: full (n floats, rank 0 only; may be NULL elsewhere).

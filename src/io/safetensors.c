@@ -217,6 +217,10 @@ static int write_all(int fd, const void *buf, size_t len) {
 }
 
 int st_write(const char *path, const StWrite *ts, int n, const char *metadata) {
+    return st_write_fill(path, ts, n, metadata, NULL, NULL);
+}
+
+int st_write_fill(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx) {
     cJSON *root = cJSON_CreateObject();
     if (metadata) {
         cJSON *md = cJSON_Parse(metadata);
@@ -249,7 +253,20 @@ int st_write(const char *path, const StWrite *ts, int n, const char *metadata) {
     if (fd < 0) { free(hbuf); return -1; }
     int rc = write_all(fd, hbuf, padded + 8);
     free(hbuf);
-    for (int i = 0; rc == 0 && i < n; i++) rc = write_all(fd, ts[i].data, ts[i].nbytes);
+    size_t fill_max = 0;
+    for (int i = 0; i < n; i++)
+        if (!ts[i].data && ts[i].nbytes > fill_max) fill_max = ts[i].nbytes;
+    void *fill_buf = fill && fill_max ? xmalloc(fill_max) : NULL;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const void *src = ts[i].data;
+        if (!src && ts[i].nbytes) {
+            if (!fill) { errno = EINVAL; rc = -1; break; }
+            fill(ctx, i, fill_buf);
+            src = fill_buf;
+        }
+        rc = write_all(fd, src, ts[i].nbytes);
+    }
+    free(fill_buf);
     if (rc == 0) rc = fsync(fd);
     int e = errno;
     if (close(fd) != 0 && rc == 0) { rc = -1; e = errno; }

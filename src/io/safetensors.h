@@ -49,6 +49,11 @@ typedef struct {
 // Write tensors (in the given order) to path atomically: temp file, fsync, rename.
 // metadata may be NULL or a JSON object text of string values. Returns 0 or -1 (errno).
 int st_write(const char *path, const StWrite *ts, int n, const char *metadata);
+// st_write where tensors with data == NULL are produced when their turn comes:
+// fill(ctx, i, buf) writes tensor i's nbytes into buf (one buffer, reused). Streams
+// tensors that are not in host memory (a CUDA checkpoint) without a second full copy.
+typedef void (*StFill)(void *ctx, int i, void *buf);
+int st_write_fill(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx);
 size_t st_dtype_size(const char *dtype);   // 0 if unknown
 
 #endif

@@ -54,7 +54,7 @@ size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk
            sizeof(int32_t) * (size_t)B * T * (cfg->document_mask ? 2 : 1);
 }
 
-void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
+void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     model_config_derive(&m->cfg);
@@ -63,7 +63,12 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     model_view(&m->w, &m->table, &m->cfg, m->params);
     m->max_B = max_B;
     m->max_T = max_T;
-    Dims d = dims(&m->cfg, max_B, max_T);
+}
+
+// Activations, scratch, RoPE tables and the LM-head chunk for (max_B, max_T).
+static void alloc_activations(Model *m) {
+    const int max_T = m->max_T;
+    Dims d = dims(&m->cfg, m->max_B, max_T);
     size_t N = (size_t)d.N, L = (size_t)d.L;
     Activations *a = &m->acts;
     // One allocation per buffer keeps the layout obvious; all are sized for (max_B, max_T).
@@ -112,6 +117,11 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     m->targets_flat = xmalloc(sizeof(int32_t) * N);
 }
 
+void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
+    model_create_lazy(m, cfg, max_B, max_T);
+    alloc_activations(m);
+}
+
 void model_destroy(Model *m) {
     float **bufs[] = {&m->params, &m->acts.res, &m->acts.mid, &m->acts.qkv, &m->acts.q_rstd, &m->acts.k_rstd,
                       &m->acts.q, &m->acts.k, &m->acts.v, &m->acts.att, &m->acts.lse, &m->acts.a,
@@ -144,6 +154,7 @@ LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *
                                 float z_coef, float inv_count, float *grads, float *logits_out,
                                 float *tok_ce) {
     if (B > m->max_B || T > m->max_T) die("model_forward_backward: (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, m->max_B, m->max_T);
+    if (!m->acts.res) alloc_activations(m);   // model_create_lazy: on first use
     const ModelConfig *c = &m->cfg;
     const Dims d = dims(c, B, T);
     const size_t N = (size_t)d.N;

@@ -50,6 +50,10 @@ typedef struct {
 
 // Allocate parameters (uninitialized), activations for (max_B, max_T) and scratch.
 void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T);
+// As model_create, but activations and scratch are allocated by the first
+// model_forward_backward: for a trainer whose step runs on another backend (CUDA), where
+// this host copy serves checkpoints and evaluation and may never run a forward.
+void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T);
 void model_destroy(Model *m);
 // Bytes of activations + scratch for (B, T) (what model_create allocates besides params).
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk);

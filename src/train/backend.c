@@ -10,19 +10,61 @@
 #include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
-#ifdef OLMO_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
+#include "kernels/cuda/cuda_backend.h"   // declarations only; the device calls need OLMO_CUDA
 
 struct Backend {
     BackendKind kind;
     Precision prec;
 #ifdef OLMO_CUDA
     CudaModel *cm;
-    int sharded;        // world > 1: host-side ZeRO-1 step (see backend_step_sharded)
-    float *host_grad;   // sharded: this rank's summed gradient, downloaded (table.total)
+    // world > 1: NCCL (device ZeRO-1 shards, backend_step_nccl) when built with it and not
+    // disabled by OLMO_CUDA_NCCL=0, else the host-MPI fallback (backend_step_hostmpi).
+    int nccl, hostmpi;
+    float *host_grad;   // host-MPI: this rank's summed gradient, downloaded (table.total)
+    float *stage;       // NCCL checkpoints: this rank's part of one tensor (largest tensor)
+    size_t lo, hi;      // the device's optimizer range
 #endif
 };
+
+// Mirrors CudaModelT::init (src/kernels/cuda/model.cu) buffer for buffer; the allocator
+// compares its byte count with this total when a model is created. The allocator rounds
+// each request up to one element, as here.
+void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                   size_t opt_lo, size_t opt_hi, CudaMemPlan *p) {
+#define ONE(n) ((double)((n) ? (n) : 1))
+    memset(p, 0, sizeof *p);
+    const double N = (double)max_B * max_T, C = cfg->d_model, NH = cfg->n_heads, Q = (double)cfg->n_heads * cfg->head_dim,
+                 KV = (double)cfg->n_kv_heads * cfg->head_dim, H = cfg->mlp_hidden, L = cfg->n_layers,
+                 Vp = cfg->padded_vocab, QKV = Q + 2 * KV;
+    const double es = bf16 ? 2 : 4, Ls = recompute ? 1 : L, total = (double)t->total;
+    const int shard_master = bf16 && opt_hi > opt_lo && (opt_lo > 0 || opt_hi < t->total);
+    p->master = 4 * ONE(shard_master ? opt_hi - opt_lo : t->total);
+    p->adam = 2 * 4 * ONE(opt_hi - opt_lo);
+    p->grad = 4 * total;
+    p->weights = bf16 ? 2 * total : 0;
+    if (shard_master) {
+        size_t nn = 0;
+        for (int i = 0; i < t->n; i++)
+            if (t->p[i].kind == PARAM_NORM) nn += t->p[i].numel;
+        p->norms = 4 * ONE(nn);
+    }
+    // saved: res (L+1) fp32; per layer (or the one recompute slot): bf16 copy of the block
+    // input (bf16 mode), mid, qkv, q, k, v, att, ao, gu, act, mo; four rstd rows; lse; then
+    // xf and its rstd.
+    p->activations = 4 * (L + 1) * N * C + Ls * N * es * ((bf16 ? C : 0) + C + QKV + Q + 2 * KV + Q + C + 3 * H + C) +
+                     4 * Ls * N * (4 + NH) + es * N * C + 4 * N;
+    // dres (+ fp32 h in bf16 mode); dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm; Di; the
+    // LM-head chunk (fp32 logits, dlogits); row CE/z (double), token CE; norm partials;
+    // token ids and targets; RoPE (and YaRN) tables; norm chunk partials; workspace.
+    const double lmc = N < CUDA_LM_CHUNK_MAX ? N : CUDA_LM_CHUNK_MAX, maxw = C > Q ? C : Q;
+    const double half = (double)max_T * cfg->head_dim / 2;
+    const int yarn = cfg->rope_scaling.type == ROPE_SCALING_YARN;
+    p->scratch = 4 * N * C * (bf16 ? 2 : 1) + es * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH +
+                 lmc * Vp * (4 + es) + N * (8 + 8 + 4) + 8.0 * CUDA_NORM_PARTS * maxw + 2 * 4 * N +
+                 4 * half * (yarn ? 4 : 2) + 8 * (double)((t->total + 65535) / 65536) + CUDA_WORKSPACE_BYTES;
+    p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;
+#undef ONE
+}
 
 int backend_cuda_built(void) {
 #ifdef OLMO_CUDA
@@ -71,20 +113,47 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
     if (kind == BACKEND_CPU) return be;
 #ifdef OLMO_CUDA
     Model *m = tc->model;
+    const size_t total = m->table.total;
+    be->lo = 0;
+    be->hi = total;
     if (tc->world > 1) {
         // One GPU per rank: the node-local rank (Open MPI's variable, else the world rank)
         // modulo the devices this process sees.
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         cuda_select_device(lr ? atoi(lr) : tc->rank);
-        be->sharded = 1;
-        be->host_grad = xmalloc_aligned(sizeof(float) * m->table.total);
+        const char *nc = getenv("OLMO_CUDA_NCCL");
+        be->nccl = cuda_nccl_built() && !(nc && !strcmp(nc, "0"));
+        be->hostmpi = !be->nccl;
+        if (be->nccl) {
+            be->lo = tc->bounds[tc->rank];
+            be->hi = tc->bounds[tc->rank + 1];
+            size_t big = 1;
+            for (int i = 0; i < m->table.n; i++)
+                if (m->table.p[i].numel > big) big = m->table.p[i].numel;
+            be->stage = xmalloc_aligned(sizeof(float) * big);
+        } else {
+            be->lo = be->hi = 0;   // Adam stays on the host
+            be->host_grad = xmalloc_aligned(sizeof(float) * total);
+        }
     }
     // OLMO_CUDA_RECOMPUTE=1: per-block activation recompute (docs/cuda.md).
     const char *rc = getenv("OLMO_CUDA_RECOMPUTE");
-    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, rc && atoi(rc) > 0, err, errlen);
+    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, rc && atoi(rc) > 0, be->lo,
+                               be->hi, err, errlen);
     if (!be->cm) {
-        free(be);
+        backend_free(be);
         return NULL;
+    }
+    if (be->nccl) {
+        // The NCCL unique id travels over MPI from rank 0.
+        unsigned char id[128];
+        memset(id, 0, sizeof id);
+        if (tc->rank == 0 && cuda_nccl_unique_id(id, sizeof id) < 0) die("NCCL: ncclGetUniqueId failed");
+        dist_bcast(id, sizeof id, 0);
+        if (cuda_nccl_init(be->cm, id, tc->rank, tc->world, tc->bounds, err, errlen) != 0) {
+            backend_free(be);
+            return NULL;
+        }
     }
     return be;
 #else
@@ -100,6 +169,7 @@ void backend_free(Backend *be) {
 #ifdef OLMO_CUDA
     if (be->cm) cuda_model_destroy(be->cm);
     free(be->host_grad);
+    free(be->stage);
 #endif
     free(be);
 }
@@ -112,41 +182,102 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 #ifdef OLMO_CUDA
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
-    snprintf(out, outlen, "backend: cuda, %s, %s | %.2f GiB on the device", dev,
-             be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam" : "fp32 throughout",
+    snprintf(out, outlen, "backend: cuda, %s, %s%s | %.2f GiB on the device", dev,
+             be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
+                                        : "fp32 throughout",
+             be->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
+                      : be->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",
              cuda_model_bytes(be->cm) / 1073741824.0);
 #else
     (void)outlen;
 #endif
 }
 
-
 #ifdef OLMO_CUDA
-// world > 1 (mpirun, one GPU per rank): step.c's sharded step with the micro-batch
-// forward/backward and the local gradient tree on the GPU, then everything after it on
-// the host exactly as the CPU does it: the summed local gradient is downloaded, reduce-
-// scattered over ranks in the fixed tree (dist.h), clipped from the chunked sharded norm,
-// AdamW updates this rank's shard (host m, v: ZeRO-1), the parameters are all-gathered
-// and uploaded. Bitwise identical for every world size with a power-of-two number of
-// micro-batches per rank. The transfers cost PCIe time per step (the full gradient down,
-// the full parameters up): a first multi-GPU path, not a fast one (docs/cuda.md).
-static StepResult backend_step_sharded(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
-                                       int global_batch, int micro_batch, int T, long step) {
-    CudaModel *cm = be->cm;
-    const int W = tc->world;
-    const int local_batch = global_batch / W, k = local_batch / micro_batch;
-    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+// This rank's micro-batches (its block of the global batch) into the device gradient, in
+// order; their (ce, z) sums into tc->loss_local (sharded cores) and summed in order into
+// *ce, *z. Returns the micro-batch count k.
+static int local_micro_batches(CudaModel *cm, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
+                               int local_batch, int micro_batch, int T, float inv_count, double *ce, double *z) {
+    const int k = local_batch / micro_batch;
+    *ce = *z = 0;
     cuda_grad_reset(cm);
     for (int j = 0; j < k; j++) {
         size_t off = (size_t)j * micro_batch * T;
         LossSums s = cuda_forward_backward(cm, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, 1,
                                            NULL, NULL);
         cuda_grad_push(cm);
-        tc->loss_local[2 * j] = s.ce_sum;
-        tc->loss_local[2 * j + 1] = s.z_sum;
+        *ce += s.ce_sum;
+        *z += s.z_sum;
+        if (tc->loss_local) {
+            tc->loss_local[2 * j] = s.ce_sum;
+            tc->loss_local[2 * j + 1] = s.z_sum;
+        }
     }
     cuda_grad_finish(cm);
+    return k;
+}
+
+// Clip the device's optimizer range by the global norm, decide skip-step, AdamW there.
+static StepResult clip_and_update(CudaModel *cm, TrainCore *tc, double ce, double z, long count, double norm,
+                                  long step) {
+    double coef = clip_coef(norm, tc->max_grad_norm);
+    if (coef < 1.0) cuda_grad_scale(cm, (float)coef);
+    StepResult r = train_step_result(tc, ce, z, count, norm, step);
+    if (!r.skipped) {
+        AdamW *o = &tc->opt;
+        o->step++;
+        cuda_adamw(cm, (float)r.lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->weight_decay,
+                   o->decay_embedding, (int)o->step);
+    }
+    return r;
+}
+
+// world > 1 with NCCL: ZeRO-1 on the devices. Each rank runs its block of micro-batches
+// into its full-size device gradient; ncclReduce per shard sums the ranks' gradients into
+// their owners (NCCL's reduction order: fixed for a given world size, topology and NCCL
+// version, not the same across world sizes); the norm comes from fixed 65536-float chunks
+// all-gathered over MPI and summed in chunk order; each rank clips and runs AdamW on its
+// shard (fp32 master, m, v only for the shard), then broadcasts its shard of the bf16
+// weights (and norm weights) to the others. Nothing crosses PCIe but the loss sums.
+static StepResult backend_step_nccl(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
+                                    int global_batch, int micro_batch, int T, long step) {
+    CudaModel *cm = be->cm;
+    const int W = tc->world, local_batch = global_batch / W;
+    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    double ce, z;
+    int k = local_micro_batches(cm, tc, inputs, targets, local_batch, micro_batch, T, inv_count, &ce, &z);
+    if (step == train_fault_nan_step()) cuda_grad_poison(cm);   // FAULT INJECTION
+    cuda_grad_reduce(cm);
+    cuda_grad_sumsq_chunks(cm, tc->chunk_sq);
+    double norm = sqrt(dist_sumsq_gather(tc->chunk_sq, tc->bounds));
+    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+    ce = z = 0;
+    for (int j = 0; j < k * W; j++) {   // global micro-batch order, as step.c
+        ce += tc->loss_all[2 * j];
+        z += tc->loss_all[2 * j + 1];
+    }
+    StepResult r = clip_and_update(cm, tc, ce, z, count, norm, step);
+    if (!r.skipped) cuda_params_allgather(cm);
+    return r;
+}
+
+// world > 1 without NCCL (not built, or OLMO_CUDA_NCCL=0): step.c's sharded step with
+// the micro-batches on the GPU, then everything after them on the host exactly as the CPU
+// does it: the summed local gradient is downloaded, reduce-scattered over ranks in the
+// fixed tree (dist.h), clipped from the chunked sharded norm, AdamW updates this rank's
+// shard (host m, v), the parameters are all-gathered and uploaded. Correct, slow (the full
+// gradient down and the full parameters up over PCIe every step); it also serves several
+// ranks on one GPU, which NCCL refuses.
+static StepResult backend_step_hostmpi(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
+                                       int global_batch, int micro_batch, int T, long step) {
+    CudaModel *cm = be->cm;
+    const int local_batch = global_batch / tc->world;
+    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    double ce, z;
+    int k = local_micro_batches(cm, tc, inputs, targets, local_batch, micro_batch, T, inv_count, &ce, &z);
     cuda_grad_download(cm, be->host_grad);
     if (step == train_fault_nan_step()) be->host_grad[0] = NAN;
     StepResult r = train_step_finish_sharded(tc, be->host_grad, k, count, step);
@@ -160,45 +291,91 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
     if (!be || be->kind == BACKEND_CPU)
         return train_step(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 #ifdef OLMO_CUDA
-    if (be->sharded) return backend_step_sharded(be, tc, inputs, targets, global_batch, micro_batch, T, step);
+    if (be->nccl) return backend_step_nccl(be, tc, inputs, targets, global_batch, micro_batch, T, step);
+    if (be->hostmpi) return backend_step_hostmpi(be, tc, inputs, targets, global_batch, micro_batch, T, step);
     CudaModel *cm = be->cm;
     long count = train_count_targets(tc, targets, (size_t)global_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    double ce = 0, z = 0;
-    cuda_grad_reset(cm);
-    for (int b0 = 0; b0 < global_batch; b0 += micro_batch) {
-        size_t off = (size_t)b0 * T;
-        LossSums s = cuda_forward_backward(cm, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, 1,
-                                           NULL, NULL);
-        cuda_grad_push(cm);
-        ce += s.ce_sum;
-        z += s.z_sum;
-    }
-    cuda_grad_finish(cm);
-    if (step == train_fault_nan_step()) cuda_grad_poison(cm);
+    double ce, z;
+    local_micro_batches(cm, tc, inputs, targets, global_batch, micro_batch, T, inv_count, &ce, &z);
+    if (step == train_fault_nan_step()) cuda_grad_poison(cm);   // FAULT INJECTION
     if (grads_out) cuda_grad_download(cm, grads_out);
-    double norm = sqrt(cuda_grad_sumsq(cm)), coef = clip_coef(norm, tc->max_grad_norm);
-    if (coef < 1.0) cuda_grad_scale(cm, (float)coef);
-    StepResult r = train_step_result(tc, ce, z, count, norm, step);
-    if (!r.skipped) {
-        AdamW *o = &tc->opt;
-        o->step++;
-        cuda_adamw(cm, (float)r.lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->weight_decay,
-                   o->decay_embedding, (int)o->step);
-    }
-    return r;
+    return clip_and_update(cm, tc, ce, z, count, sqrt(cuda_grad_sumsq(cm)), step);
 #else
     (void)tc; (void)inputs; (void)targets; (void)global_batch; (void)micro_batch; (void)T; (void)step; (void)grads_out;
     die("backend_train_step: built without CUDA");
 #endif
 }
 
+#ifdef OLMO_CUDA
+// [off, off + n) of buffer `which` (0 master, 1 m, 2 v) to rank 0's dst (NULL elsewhere).
+// One device: a direct download. NCCL: every rank downloads its part of the range (its
+// shard's intersection) and MPI gathers them to rank 0; collective.
+static void fetch_range(Backend *be, const TrainCore *tc, int which, size_t off, size_t n, float *dst) {
+    if (!be->nccl) {
+        cuda_download_range(be->cm, which, off, off + n, dst);
+        return;
+    }
+    size_t a = be->lo > off ? be->lo : off, e = be->hi < off + n ? be->hi : off + n;
+    if (e < a) e = a;
+    cuda_download_range(be->cm, which, a, e, be->stage);
+    dist_gather_range(be->stage, dst, off, off + n, tc->bounds);
+}
+
+typedef struct {
+    Backend *be;
+    const TrainCore *tc;
+} FetchCtx;
+
+static void ckpt_fetch(void *ctx, int which, size_t offset, size_t n, float *dst) {
+    FetchCtx *f = ctx;
+    fetch_range(f->be, f->tc, which, offset, n, dst);
+}
+#endif
+
+int backend_streams_checkpoint(const Backend *be) {
+#ifdef OLMO_CUDA
+    return be && be->kind == BACKEND_CUDA && !be->hostmpi;
+#else
+    (void)be;
+    return 0;
+#endif
+}
+
+void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st) {
+#ifdef OLMO_CUDA
+    FetchCtx ctx = {be, tc};
+    if (tc->rank == 0) {
+        ckpt_commit_fetch(w, st, ckpt_fetch, &ctx);
+        return;
+    }
+    // The other ranks take part in the same gathers in the writer's order: every
+    // parameter, every exp_avg, every exp_avg_sq (ckpt_commit_fetch's contract).
+    const ParamTable *t = &tc->model->table;
+    for (int which = 0; which < 3; which++)
+        for (int i = 0; i < t->n; i++) ckpt_fetch(&ctx, which, t->p[i].offset, t->p[i].numel, NULL);
+#else
+    (void)be, (void)tc, (void)w, (void)st;
+    die("backend_save_checkpoint: built without CUDA");
+#endif
+}
+
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim) {
     if (!be || be->kind == BACKEND_CPU) return;
 #ifdef OLMO_CUDA
-    if (be->sharded) return;   // host params and Adam shards are the authoritative copies
-    cuda_download_params(be->cm, tc->model->params);
-    if (optim) cuda_download_adam(be->cm, tc->opt.m, tc->opt.v);
+    if (be->hostmpi) return;   // host params and Adam shards are the authoritative copies
+    // Parameters tensor by tensor (NCCL: gathered to rank 0; MPI counts stay < 2^31).
+    const ParamTable *t = &tc->model->table;
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *p = &t->p[i];
+        fetch_range(be, tc, 0, p->offset, p->numel, tc->rank == 0 ? tc->model->params + p->offset : NULL);
+    }
+    if (optim) {   // tests: the device's Adam range into host arrays (allocated again if released)
+        size_t n = be->hi - be->lo;
+        if (!tc->opt.m) tc->opt.m = xmalloc_aligned(sizeof(float) * (n ? n : 1));
+        if (!tc->opt.v) tc->opt.v = xmalloc_aligned(sizeof(float) * (n ? n : 1));
+        cuda_download_adam(be->cm, tc->opt.m, tc->opt.v);
+    }
 #else
     (void)tc; (void)optim;
 #endif
@@ -208,7 +385,13 @@ void backend_sync_from_host(Backend *be, TrainCore *tc) {
     if (!be || be->kind == BACKEND_CPU) return;
 #ifdef OLMO_CUDA
     cuda_upload_params(be->cm, tc->model->params);
-    if (!be->sharded) cuda_upload_adam(be->cm, tc->opt.m, tc->opt.v);   // sharded: Adam stays on the host
+    if (be->hostmpi) return;   // Adam stays on the host
+    cuda_upload_adam(be->cm, tc->opt.m, tc->opt.v);
+    // The device holds Adam from now on: release the host copies (8 bytes per parameter
+    // of the range; checkpoints stream from the device, backend_save_checkpoint).
+    free(tc->opt.m);
+    free(tc->opt.v);
+    tc->opt.m = tc->opt.v = NULL;
 #else
     (void)tc;
 #endif

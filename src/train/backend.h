@@ -1,16 +1,19 @@
 // backend.h: where the training step runs. `cpu` is the existing path (model.c on the
 // kernels of src/kernels/cpu, train_step in step.c); `cuda` keeps the model, gradients and
-// Adam state on one NVIDIA GPU (src/kernels/cuda) and runs the same step there: the same
-// global-count loss normalization, deterministic micro-batch gradient tree, global-norm
-// clip, skip-step and AdamW. The host copies (Model.params, TrainCore.opt.m/v) stay the
-// source of truth for checkpoints and evaluation: backend_sync_to_host copies the device
-// state into them, backend_sync_from_host the other way (after a load). Checkpoints are
-// therefore the same fp32 HF safetensors on both backends. docs/cuda.md.
+// Adam state on NVIDIA GPUs (src/kernels/cuda) and runs the same step there: the same
+// global-count loss normalization, micro-batch gradients accumulated in a fixed order,
+// global-norm clip, skip-step and AdamW; with mpirun, one GPU per rank and ZeRO-1 over
+// NCCL (or the host-MPI fallback). After backend_sync_from_host the device owns the
+// optimizer state (the host m, v are released); checkpoints stream from the device
+// (backend_save_checkpoint) in the same fp32 HF safetensors as the CPU writes, and
+// backend_sync_to_host refreshes Model.params for evaluation and the final weights.
+// docs/cuda.md.
 #ifndef OLMO_BACKEND_H
 #define OLMO_BACKEND_H
 
 #include <stddef.h>
 
+#include "train/checkpoint.h"
 #include "train/step.h"
 
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } BackendKind;
@@ -35,12 +38,20 @@ BackendKind backend_kind(const Backend *be);
 // One line describing the device and memory (for the run log); "" for cpu.
 void backend_describe(const Backend *be, char *out, size_t outlen);
 
-// train_step on the backend (cpu: train_step itself). cuda: world must be 1.
+// train_step on the backend (cpu: train_step itself; cuda: one GPU, NCCL or host-MPI by world).
 StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
                               int global_batch, int micro_batch, int T, long step, float *grads_out);
-// Device state -> host (params; with optim also Adam m, v). No-op on cpu.
+// 1 when checkpoints must go through backend_save_checkpoint (the device holds the state);
+// 0 for cpu and the host-MPI fallback (the host copies are authoritative).
+int backend_streams_checkpoint(const Backend *be);
+// Collective (every rank calls it): rank 0 writes checkpoint st through w tensor by tensor
+// from the device (ckpt_commit_fetch; synchronous); the other ranks send their shards.
+void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+// Device state -> host: params into Model.params (rank 0; collective with NCCL); with optim
+// also the device's Adam range into opt.m/v (allocated if released; tests). No-op on cpu.
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim);
-// Host -> device (params, Adam m, v). No-op on cpu.
+// Host -> device (params, Adam m, v), then the host m, v are released (opt.m/v = NULL)
+// unless the host keeps Adam (host-MPI fallback). No-op on cpu.
 void backend_sync_from_host(Backend *be, TrainCore *tc);
 // Forward (and backward with grads) of one micro-batch on the backend, as
 // model_forward_backward (grads: the flat host buffer to receive them, or NULL). For tests.

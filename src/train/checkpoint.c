@@ -423,8 +423,11 @@ struct CkptWriter {
     const ParamTable *t;
     int keep_last, keep_every, async;
     float *p, *m, *v;           // snapshot
+    CkptFetch fetch;            // ckpt_commit_fetch: tensors come from here instead
+    void *fetch_ctx;
     TrainState st;              // copy (recipe text owned)
     pthread_t th;
+    int threaded;               // the write in flight runs on th
     int running;
     int failed;
     char errmsg[10000];
@@ -456,6 +459,27 @@ static void retention(CkptWriter *w) {
     free(steps);
 }
 
+// Tensor i of a checkpoint file: `which` 0 parameters, 1 exp_avg, 2 exp_avg_sq of table
+// entry i % n. From the snapshot, or (ckpt_commit_fetch: data NULL) fetched by fill_tensor
+// into st_write_fill's buffer when its turn comes.
+static StWrite tensor_write(const CkptWriter *w, const char *name, const ParamInfo *q, int which) {
+    const float *base = which == 0 ? w->p : which == 1 ? w->m : w->v;
+    return (StWrite){name, "F32", q->ndim, {q->shape[0], q->shape[1]}, w->fetch ? NULL : base + q->offset,
+                     q->numel * sizeof(float)};
+}
+
+typedef struct {
+    CkptWriter *w;
+    int which0;   // model.safetensors: 0 (parameters); optim: 1 (exp_avg), then 2 (exp_avg_sq)
+} FillCtx;
+
+static void fill_tensor(void *ctx, int i, void *buf) {
+    FillCtx *f = ctx;
+    const ParamTable *t = f->w->t;
+    const ParamInfo *q = &t->p[i % t->n];
+    f->w->fetch(f->w->fetch_ctx, f->which0 + i / t->n, q->offset, q->numel, buf);
+}
+
 static int write_all(CkptWriter *w) {
     const ParamTable *t = w->t;
     const TrainState *st = &w->st;
@@ -467,14 +491,12 @@ static int write_all(CkptWriter *w) {
     if (mkdir(tmp, 0755) != 0) return snprintf(w->errmsg, sizeof w->errmsg, "cannot create %s: %s", tmp, strerror(errno)), -1;
     // model.safetensors
     StWrite *ws = xcalloc(2 * (size_t)t->n, sizeof(StWrite));
-    for (int i = 0; i < t->n; i++) {
-        const ParamInfo *q = &t->p[i];
-        ws[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, w->p + q->offset, q->numel * sizeof(float)};
-    }
+    for (int i = 0; i < t->n; i++) ws[i] = tensor_write(w, t->p[i].name, &t->p[i], 0);
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
     char meta[256];
     snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"step\": \"%ld\"}", st->step);
-    if (st_write(p, ws, t->n, meta) != 0) goto ioerr;
+    FillCtx fp = {w, 0}, fo = {w, 1};
+    if (st_write_fill(p, ws, t->n, meta, fill_tensor, &fp) != 0) goto ioerr;
     // Test hook: widen the window in which a kill lands mid-checkpoint.
     const char *pause = getenv("OLMO_TEST_CKPT_PAUSE");
     if (pause) usleep((useconds_t)(atof(pause) * 1e6));
@@ -486,14 +508,13 @@ static int write_all(CkptWriter *w) {
         names[t->n + i] = xmalloc(strlen(q->name) + 16);
         sprintf(names[i], "%s.exp_avg", q->name);
         sprintf(names[t->n + i], "%s.exp_avg_sq", q->name);
-        ws[i] = (StWrite){names[i], "F32", q->ndim, {q->shape[0], q->shape[1]}, w->m + q->offset, q->numel * sizeof(float)};
-        ws[t->n + i] = (StWrite){names[t->n + i], "F32", q->ndim, {q->shape[0], q->shape[1]}, w->v + q->offset,
-                                 q->numel * sizeof(float)};
+        ws[i] = tensor_write(w, names[i], q, 1);
+        ws[t->n + i] = tensor_write(w, names[t->n + i], q, 2);
     }
     snprintf(p, sizeof p, "%s/optim.safetensors", tmp);
     snprintf(meta, sizeof meta, "{\"format\": \"olmo.c adamw\", \"step\": \"%ld\", \"adam_step\": \"%ld\"}", st->step,
              st->adam_step);
-    int rc = st_write(p, ws, 2 * t->n, meta);
+    int rc = st_write_fill(p, ws, 2 * t->n, meta, fill_tensor, &fo);
     for (int i = 0; i < 2 * t->n; i++) free(names[i]);
     free(names);
     if (rc != 0) goto ioerr;
@@ -534,7 +555,7 @@ static void *writer_main(void *arg) {
 
 double ckpt_wait(CkptWriter *w) {
     if (!w->running) return 0;
-    if (w->async) pthread_join(w->th, NULL);
+    if (w->threaded) pthread_join(w->th, NULL);
     w->running = 0;
     if (w->failed) die("%s", w->errmsg);
     return w->seconds;
@@ -552,18 +573,31 @@ void ckpt_snapshot_buffers(CkptWriter *w, float **params, float **m, float **v) 
     *v = w->v;
 }
 
-void ckpt_commit(CkptWriter *w, const TrainState *st) {
+static void commit(CkptWriter *w, const TrainState *st, int async) {
     ckpt_wait(w);
     free(w->st.recipe_yaml);
     w->st = *st;
     w->st.recipe_yaml = xstrdup(st->recipe_yaml ? st->recipe_yaml : "");
     w->running = 1;
     w->failed = 0;
-    if (w->async) {
+    w->threaded = async;
+    if (async) {
         if (pthread_create(&w->th, NULL, writer_main, w) != 0) die("cannot start the checkpoint thread");
     } else {
         writer_main(w);
     }
+}
+
+void ckpt_commit(CkptWriter *w, const TrainState *st) { commit(w, st, w->async); }
+
+void ckpt_commit_fetch(CkptWriter *w, const TrainState *st, CkptFetch fetch, void *ctx) {
+    ckpt_wait(w);
+    w->fetch = fetch;
+    w->fetch_ctx = ctx;
+    commit(w, st, 0);
+    ckpt_wait(w);   // dies if the write failed
+    w->fetch = NULL;
+    w->fetch_ctx = NULL;
 }
 
 const char *ckpt_last_path(const CkptWriter *w) { return w->last; }

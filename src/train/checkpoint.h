@@ -56,6 +56,13 @@ CkptWriter *ckpt_writer_create(const char *run_dir, const ParamTable *t, int kee
 void ckpt_snapshot_buffers(CkptWriter *w, float **params, float **m, float **v);
 // Write the snapshot as checkpoint st->step (state copied; recipe text copied).
 void ckpt_commit(CkptWriter *w, const TrainState *st);
+// Fetch n floats of buffer `which` (0 parameters, 1 Adam m, 2 Adam v) at flat offset
+// `offset` into dst (a backend streaming its device state, e.g. src/train/backend.c).
+typedef void (*CkptFetch)(void *ctx, int which, size_t offset, size_t n, float *dst);
+// Write checkpoint st->step synchronously, tensor by tensor through fetch (called once per
+// tensor in file order: every parameter, then every exp_avg, then every exp_avg_sq), with
+// one tensor-sized host buffer instead of the snapshot. Dies if the write fails.
+void ckpt_commit_fetch(CkptWriter *w, const TrainState *st, CkptFetch fetch, void *ctx);
 // Wait for the write in flight (dies if it failed); returns its wall seconds (0 if none).
 double ckpt_wait(CkptWriter *w);
 void ckpt_writer_free(CkptWriter *w);   // waits first

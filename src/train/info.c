@@ -1,10 +1,13 @@
-// info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W]`: parameter counts,
-// FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank needs.
+// info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]`:
+// parameter counts, FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank
+// needs (with --backend cuda: per GPU, from the CUDA allocator's own plan).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "dist/dist.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "model/model.h"
 #include "train/recipe.h"
 #include "util/common.h"
@@ -13,13 +16,48 @@ static void print_bytes(const char *what, double b) {
     printf("  %-46s %10.2f GiB\n", what, b / (1024.0 * 1024 * 1024));
 }
 
+static void print_gib(const char *what, double b) {
+    printf("  %-46s %10.2f GiB  %15.0f bytes\n", what, b / (1024.0 * 1024 * 1024), b);
+}
+
+// Per GPU for train.backend=cuda in bf16 (cuda_mem_plan: what cuda_model_create requests).
+// W > 1: the NCCL ZeRO-1 layout; the largest shard of dist_shard_bounds is the worst rank.
+static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len) {
+    ParamTable t;
+    param_table_build(&t, cfg);
+    size_t *b = xmalloc(sizeof(size_t) * ((size_t)world + 1)), lo = 0, hi = 0;
+    dist_shard_bounds(t.total, world, b);
+    for (int r = 0; r < world; r++)
+        if (b[r + 1] - b[r] > hi - lo) lo = b[r], hi = b[r + 1];
+    CudaMemPlan full, rec;
+    cuda_mem_plan(cfg, &t, micro, seq_len, 1, 0, lo, hi, &full);
+    cuda_mem_plan(cfg, &t, micro, seq_len, 1, 1, lo, hi, &rec);
+    printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world,
+           world > 1 ? " (NCCL ZeRO-1)" : "", micro, seq_len);
+    printf("  optimizer shard: %zu of %zu parameters (largest rank)\n", hi - lo, t.total);
+    print_gib("bf16 weights (whole table, 2 B/param)", full.weights);
+    print_gib("fp32 gradient (one buffer, 4 B/param)", full.grad);
+    print_gib(world > 1 ? "fp32 master weights (shard, 4 B/param)" : "fp32 master weights (4 B/param)", full.master);
+    print_gib(world > 1 ? "Adam m, v (shard, 8 B/param)" : "Adam m, v (8 B/param)", full.adam);
+    print_gib("fp32 norm weights (replicated, sharded master)", full.norms);
+    print_gib("activations saved, no recompute", full.activations);
+    print_gib("activations saved, recompute (one block)", rec.activations);
+    print_gib("scratch (backward, LM-head chunk, workspace)", full.scratch);
+    print_gib("total, no recompute", full.total);
+    print_gib("total, recompute (OLMO_CUDA_RECOMPUTE=1)", rec.total);
+    free(b);
+    param_table_free(&t);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W]\n"
+            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (OLMo-core count and the\n"
             "  sliding-window-aware count, OLMO3.md s.8) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
-            "  Adam state sharded over W).\n");
+            "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
+            "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
+            "  activation recompute (OLMO_CUDA_RECOMPUTE=1), exactly what the CUDA allocator requests.\n");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -28,14 +66,17 @@ int cmd_info(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     int world = 1;
+    const char *backend = "cpu";
     const char *what = argv[1];
     char **ov = xcalloc((size_t)argc, sizeof(char *));
     int nov = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
         else ov[nov++] = argv[i];
     }
     if (world < 1) die_input("--world must be >= 1");
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) die_input("--backend: expected cpu or cuda, got '%s'", backend);
     Recipe r;
     recipe_defaults(&r);
     const ModelPreset *pre = model_preset_find(what);
@@ -85,6 +126,7 @@ int cmd_info(int argc, char **argv) {
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
+    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, micro, seq_len);
     free(ov);
     return 0;
 }

@@ -105,18 +105,23 @@ typedef struct {
 } Ctx;
 
 // Snapshot (params + gathered Adam shards) to host memory on rank 0, then write there
-// in the background. Collective: every rank calls it.
+// in the background. Collective: every rank calls it. A CUDA backend that holds the state
+// on the device streams it to rank 0's files tensor by tensor instead (synchronous, no
+// host snapshot; backend_save_checkpoint).
 static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, double lr) {
     double t0 = now_seconds();
     float *P = NULL, *M = NULL, *V = NULL;
-    if (c->be) backend_sync_to_host(c->be, c->tc, 1);   // device params + Adam m, v -> host (fp32)
-    if (c->rank == 0) {
-        ckpt_snapshot_buffers(c->w, &P, &M, &V);   // waits for the previous write
-        memcpy(P, c->m->params, sizeof(float) * c->m->table.total);
+    const int stream = backend_streams_checkpoint(c->be);
+    if (!stream) {
+        if (c->be) backend_sync_to_host(c->be, c->tc, 1);   // host-MPI fallback: no-op (host is authoritative)
+        if (c->rank == 0) {
+            ckpt_snapshot_buffers(c->w, &P, &M, &V);   // waits for the previous write
+            memcpy(P, c->m->params, sizeof(float) * c->m->table.total);
+        }
+        dist_gather_shards(c->tc->opt.m, M, c->tc->bounds);
+        dist_gather_shards(c->tc->opt.v, V, c->tc->bounds);
+        if (c->rank != 0) return;
     }
-    dist_gather_shards(c->tc->opt.m, M, c->tc->bounds);
-    dist_gather_shards(c->tc->opt.v, V, c->tc->bounds);
-    if (c->rank != 0) return;
     TrainState st;
     memset(&st, 0, sizeof st);
     st.step = step;
@@ -135,7 +140,13 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     st.n_params = c->m->table.total;
     snprintf(st.recipe_sha256, sizeof st.recipe_sha256, "%s", c->yaml_sha);
     st.recipe_yaml = (char *)c->yaml;
-    ckpt_commit(c->w, &st);
+    if (stream) {
+        backend_save_checkpoint(c->be, c->tc, c->w, &st);
+        if (c->rank != 0) return;
+    } else {
+        ckpt_commit(c->w, &st);
+    }
+    const int background = c->r->ckpt_async && !stream;
     // What the checkpoint cost the loop: waiting for the previous write, the snapshot and
     // the shard gathers (async), or the whole write (sync).
     double blocking = now_seconds() - t0;
@@ -143,11 +154,11 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     cJSON_AddStringToObject(o, "kind", "checkpoint");
     cJSON_AddNumberToObject(o, "step", (double)step);
     cJSON_AddNumberToObject(o, "blocking_s", blocking);
-    cJSON_AddBoolToObject(o, "async", c->r->ckpt_async);
+    cJSON_AddBoolToObject(o, "async", background);
     metrics_write(c->log, o);
     cJSON_Delete(o);
     printf("checkpoint: step %ld -> %s/checkpoints/step-%08ld (loop blocked %.3fs%s)\n", step, c->r->run_dir, step,
-           blocking, c->r->ckpt_async ? ", writing in the background" : "");
+           blocking, background ? ", writing in the background" : "");
     fflush(stdout);
 }
 
@@ -319,8 +330,12 @@ int cmd_train(int argc, char **argv) {
     Model m;
     // Refuse, before allocating, what this machine cannot hold (src/model/limits.h).
     char lim[512];
-    if (model_check_memory(&cfg, MB, T, lim, sizeof lim)) fail_all(rank, 2, lim);
-    model_create(&m, &cfg, MB, T);
+    // train.backend=cuda: the host holds the fp32 params (checkpoints, evaluation) and Adam
+    // only until it is uploaded; CPU activations are allocated if evaluation needs them.
+    if (bkind == BACKEND_CUDA ? model_check_size(&cfg, MB, T, lim, sizeof lim) : model_check_memory(&cfg, MB, T, lim, sizeof lim))
+        fail_all(rank, 2, lim);
+    if (bkind == BACKEND_CUDA) model_create_lazy(&m, &cfg, MB, T);
+    else model_create(&m, &cfg, MB, T);
     param_init(&m.table, m.params, r->seed);
     TrainCore tc = {0};
     tc.model = &m;
@@ -509,9 +524,13 @@ int cmd_train(int argc, char **argv) {
     Watch watch = {0};
     memo_alarm_init(&watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(watch.set, sizeof watch.set, "eval/%s/ce", r->memo_set);
-    if (ev && start_step == 0) {
-        if (be) backend_sync_to_host(be, &tc, 0);   // evaluation runs on the CPU model
-        run_eval(ev, &m, &log, 0, &watch);
+    // Rank 0 evaluates on the CPU model; with a CUDA backend every rank takes part in
+    // bringing the weights to the host (NCCL: rank 0 gathers the shards), so all decide.
+    int due = ev && start_step == 0;
+    if (be) due = dist_any(due);
+    if (due) {
+        if (be) backend_sync_to_host(be, &tc, 0);
+        if (ev) run_eval(ev, &m, &log, 0, &watch);
     }
 
     int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
@@ -566,9 +585,11 @@ int cmd_train(int argc, char **argv) {
         }
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
         watch_loss(&watch, res.loss);
-        if (ev && eval_due(ev, step, total_steps)) {
+        due = ev && eval_due(ev, step, total_steps);
+        if (be) due = dist_any(due);
+        if (due) {
             if (be) backend_sync_to_host(be, &tc, 0);
-            run_eval(ev, &m, &log, step, &watch);
+            if (ev) run_eval(ev, &m, &log, step, &watch);
         }
         // Every rank sees the same decision: a signal to any rank stops them all here.
         if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;

@@ -1,7 +1,9 @@
 // cuda_backend.h: the C interface of the CUDA model (src/kernels/cuda/*.cu). The model
-// lives on the device: fp32 master weights, gradients and Adam m, v in the parameter
-// table's flat layout (model/params.h), a bf16 copy of the weights for the GEMMs (bf16
-// mode; the fp32 mode computes everything in fp32), activations of the activation type.
+// lives on the device in the parameter table's flat layout (model/params.h): one fp32
+// gradient buffer (micro-batches accumulate into it in place), a bf16 copy of all weights
+// for the GEMMs (bf16 mode; the fp32 mode computes everything in fp32), fp32 master
+// weights and Adam m, v for the range this device optimizes (all of it on one GPU, its
+// ZeRO-1 shard under NCCL), an fp32 residual stream and bf16 (or fp32) activations.
 // Only src/train/backend.c calls this; it is compiled only when nvcc is found (OLMO_CUDA).
 #ifndef OLMO_CUDA_BACKEND_H
 #define OLMO_CUDA_BACKEND_H
@@ -19,6 +21,27 @@ extern "C" {
 
 typedef struct CudaModel CudaModel;
 
+// Sizes shared by model.cu and the memory plan below.
+#define CUDA_NORM_PARTS 64                  // row chunks of a norm weight gradient
+#define CUDA_LM_CHUNK_MAX 1024              // tokens per LM-head chunk
+#define CUDA_WORKSPACE_BYTES (32u << 20)    // cuBLASLt workspace
+
+// What cuda_model_create allocates on the device, in bytes, by purpose: the arithmetic of
+// `olmo info --backend cuda` and a check of the allocator (cuda_model_create prints a note
+// if the two ever differ). Plain C (src/train/backend.c): available without CUDA.
+typedef struct {
+    double weights;      // bf16 compute copy of the whole table (bf16 mode; 0 in fp32 mode)
+    double master;       // fp32 master weights: the whole table, or the shard (bf16 + NCCL)
+    double grad;         // the one fp32 gradient buffer (whole table)
+    double adam;         // fp32 m + v of the optimizer range
+    double norms;        // fp32 norm weights of the whole model (bf16 with a sharded master)
+    double activations;  // saved for backward: fp32 residual stream, per-layer (or one slot with recompute)
+    double scratch;      // backward scratch, LM-head chunk, row statistics, cuBLASLt workspace, tables
+    double total;
+} CudaMemPlan;
+void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                   size_t opt_lo, size_t opt_hi, CudaMemPlan *plan);
+
 // Number of CUDA devices (0 when none or no driver); a reason in err when 0.
 int cuda_device_count(char *err, size_t errlen);
 // Use device (local_rank modulo the device count) in this process (one GPU per rank).
@@ -27,22 +50,31 @@ void cuda_select_device(int local_rank);
 void cuda_device_describe(char *out, size_t outlen);
 
 // Allocate everything for micro-batches up to (max_B, max_T). bf16: 1 = bf16 weights and
-// activations (fp32 master, grads, Adam), 0 = fp32 throughout. recompute: 1 = keep only
-// each block's input (the residual stream) and recompute the block's forward before its
-// backward (one block's activations in memory instead of L; one extra forward per step).
-// NULL + err on failure (no device, out of memory, unsupported head_dim).
+// activations (fp32 master, grads, Adam, residual stream), 0 = fp32 throughout. recompute:
+// 1 = keep only each block's input (the residual stream) and recompute the block's forward
+// before its backward (one block's activations in memory instead of L; one extra forward
+// per step). [opt_lo, opt_hi): the range of the flat table whose Adam m, v live on this
+// device ([0, total) on one GPU; the rank's shard with NCCL; empty = the host keeps Adam).
+// The fp32 master covers the same range in bf16 mode when it is a proper part of the
+// table (sharded), else the whole table. NULL + err on failure (no device, out of memory,
+// unsupported head_dim).
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
-                             int recompute, char *err, size_t errlen);
+                             int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen);
 void cuda_model_destroy(CudaModel *cm);
 // Wait for all queued device work.
 void cuda_sync(CudaModel *cm);
 // Device bytes allocated (for logs).
 size_t cuda_model_bytes(const CudaModel *cm);
 
-// Master weights host <-> device (the bf16 copy is refreshed on upload).
+// The whole table's fp32 weights from the host: the master range, the compute copy and
+// the norm weights are refreshed (the gradient buffer is the staging area).
 void cuda_upload_params(CudaModel *cm, const float *host);
-void cuda_download_params(CudaModel *cm, float *host);
-// Adam moments host <-> device (whole table).
+// Download [lo, hi) of buffer `which` (0 master weights, 1 Adam m, 2 Adam v) into host
+// (hi - lo floats); the range must lie within the device's range for that buffer.
+void cuda_download_range(CudaModel *cm, int which, size_t lo, size_t hi, float *host);
+void cuda_download_params(CudaModel *cm, float *host);   // whole table; unsharded master only
+// Adam moments of the optimizer range [opt_lo, opt_hi) host <-> device (host arrays
+// indexed from opt_lo).
 void cuda_upload_adam(CudaModel *cm, const float *m, const float *v);
 void cuda_download_adam(CudaModel *cm, float *m, float *v);
 
@@ -53,19 +85,37 @@ void cuda_download_adam(CudaModel *cm, float *m, float *v);
 LossSums cuda_forward_backward(CudaModel *cm, const int32_t *inputs, const int32_t *targets, int B, int T,
                                float z_coef, float inv_count, int want_grads, float *logits_out, float *tok_ce);
 
-// The deterministic gradient tree (optim.h GradAcc) on the device.
+// The gradient of a step: micro-batches accumulate into one fp32 buffer in the order they
+// run (the first backward after a reset writes it, later ones add). Deterministic (fixed
+// order); it rounds differently from the CPU's pairwise GradAcc tree.
 void cuda_grad_reset(CudaModel *cm);
-void cuda_grad_push(CudaModel *cm);     // commit the slot the last backward wrote
-void cuda_grad_finish(CudaModel *cm);   // fold the stack; the total is "the gradient"
-void cuda_grad_download(CudaModel *cm, float *host);
+void cuda_grad_push(CudaModel *cm);     // commit the micro-batch the last backward wrote
+void cuda_grad_finish(CudaModel *cm);   // checks that one was pushed; grad is "the gradient"
+void cuda_grad_download(CudaModel *cm, float *host);   // the whole local gradient
 void cuda_grad_poison(CudaModel *cm);   // fault injection: gradient element 0 = NaN
-// Sum of squares of the gradient: fixed 65536-element chunks summed in double on the
-// device, partials summed in chunk order on the host (sumsq()'s scheme).
+// Squared norm of the optimizer range's gradient per 65536-float chunk (double, fixed
+// tree) into part[c] for the global chunk indices c of the range (sumsq()'s chunks).
+void cuda_grad_sumsq_chunks(CudaModel *cm, double *part);
+// One device: the whole gradient's squared norm, chunk partials summed in chunk order.
 double cuda_grad_sumsq(CudaModel *cm);
-void cuda_grad_scale(CudaModel *cm, float s);
-// AdamW (torch semantics, adamw_update's arithmetic) over every tensor; the embedding is
-// decayed only with decay_embedding. step = Adam's t after increment. Refreshes bf16 weights.
+void cuda_grad_scale(CudaModel *cm, float s);   // the optimizer range
+// AdamW (torch semantics, adamw_update's arithmetic) over the optimizer range, tensor by
+// tensor; the embedding is decayed only with decay_embedding. step = Adam's t after
+// increment. Refreshes the bf16 copy of the range.
 void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, float wd, int decay_embedding, int step);
+
+// NCCL (built when nccl.h is found, OLMO_NCCL; docs/cuda.md "Multi-GPU"). One rank per GPU.
+int cuda_nccl_built(void);
+// Rank 0: write the NCCL unique id (<= cap bytes; 128 for NCCL 2) for MPI_Bcast; its size or -1.
+int cuda_nccl_unique_id(void *id, size_t cap);
+// Join the communicator; the model's optimizer range must be shard `rank` of bounds
+// (world + 1 entries). 0, or -1 + err (NCCL refuses two ranks on one device).
+int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen);
+// Sum the ranks' local gradients: shard r of the sum lands in rank r's gradient buffer.
+void cuda_grad_reduce(CudaModel *cm);
+// After AdamW on every shard: every rank receives the updated compute weights (and norm
+// weights) of all shards.
+void cuda_params_allgather(CudaModel *cm);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,11 @@
 #include <math.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
+#ifdef OLMO_NCCL
+#include <nccl.h>
+#endif
 
 extern "C" {
 #include "model/config.h"
@@ -33,11 +37,10 @@ extern "C" {
         }                                                                                                    \
     } while (0)
 
-#define NORM_PARTS 64          // row chunks of a norm weight gradient
+#define NORM_PARTS CUDA_NORM_PARTS
 #define SUMSQ_CHUNK 65536      // as kernels/cpu/optim.c
-#define LM_CHUNK_MAX 1024      // tokens per LM-head chunk
-#define WORKSPACE_BYTES (32u << 20)
-#define MAX_LEVELS 32
+#define LM_CHUNK_MAX CUDA_LM_CHUNK_MAX
+#define WORKSPACE_BYTES CUDA_WORKSPACE_BYTES
 
 // ---------------------------------------------------------------------------------------
 // elementwise and row kernels
@@ -53,29 +56,31 @@ template <typename T> __global__ void to_float_kernel(float *dst, const T *src, 
     if (i < n) dst[i] = tof(src[i]);
 }
 
-template <typename T>
-__global__ void embedding_fwd_kernel(T *out, const int32_t *tok, const T *E, int N, int C) {
+// out (N, C) = rows of E; the residual stream is fp32 whatever the weights' type.
+template <typename TE>
+__global__ void embedding_fwd_kernel(float *out, const int32_t *tok, const TE *E, int N, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     size_t n = idx / C, c = idx % C;
-    out[idx] = E[(size_t)tok[n] * C + c];
+    out[idx] = tof(E[(size_t)tok[n] * C + c]);
 }
 
-// dE (V, C) += dout rows, tokens in order; one thread per column.
-template <typename T>
-__global__ void embedding_bwd_kernel(float *dE, const T *dout, const int32_t *tok, int N, int C) {
+// dE (V, C) += dout rows (fp32 residual gradient), tokens in order; one thread per column.
+__global__ void embedding_bwd_kernel(float *dE, const float *dout, const int32_t *tok, int N, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int n = 0; n < N; n++) dE[(size_t)tok[n] * C + c] += tof(dout[(size_t)n * C + c]);
+    for (int n = 0; n < N; n++) dE[(size_t)tok[n] * C + c] += dout[(size_t)n * C + c];
 }
 
 // out = w * (x * rstd) (+ res); one block per row. Statistics in double as the CPU kernel.
-template <typename T>
-__global__ void rmsnorm_fwd_kernel(T *out, float *rstd, const T *inp, const float *w, const T *res, int C,
-                                   int in_stride, int out_stride, float eps) {
+// Types: Ti input, To output and residual (fp32 for the residual stream), Tc an optional
+// second copy of the output (the bf16 GEMM operand of an fp32 residual row).
+template <typename Ti, typename To, typename Tc>
+__global__ void rmsnorm_fwd_kernel(To *out, Tc *copy, float *rstd, const Ti *inp, const float *w, const To *res,
+                                   int C, int in_stride, int out_stride, float eps) {
     __shared__ double sh[32];
     const int n = blockIdx.x;
-    const T *x = inp + (size_t)n * in_stride;
+    const Ti *x = inp + (size_t)n * in_stride;
     double ss = 0.0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         double xv = tof(x[c]);
@@ -84,33 +89,38 @@ __global__ void rmsnorm_fwd_kernel(T *out, float *rstd, const T *inp, const floa
     ss = block_sum(ss, sh);
     float r = (float)(1.0 / sqrt(ss / C + eps));
     if (threadIdx.x == 0) rstd[n] = r;
-    T *o = out + (size_t)n * out_stride;
-    const T *rr = res ? res + (size_t)n * out_stride : nullptr;
+    To *o = out + (size_t)n * out_stride;
+    Tc *cp = copy ? copy + (size_t)n * out_stride : nullptr;
+    const To *rr = res ? res + (size_t)n * out_stride : nullptr;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float y = w[c] * (tof(x[c]) * r);
-        o[c] = fromf<T>(rr ? tof(rr[c]) + y : y);
+        float yo = rr ? tof(rr[c]) + y : y;
+        o[c] = fromf<To>(yo);
+        if (cp) cp[c] = fromf<Tc>(yo);
     }
 }
 
-// dx = r * (w*dy - xhat * mean(w*dy*xhat)); one block per row.
-template <typename T>
-__global__ void rmsnorm_bwd_kernel(T *dinp, const T *dout, const T *inp, const float *w, const float *rstd, int C,
+// dx = r * (w*dy - xhat * mean(w*dy*xhat)); one block per row. Td: dy (fp32 when it is the
+// residual gradient), Ti: x, To: dx (fp32 when dx is the residual gradient).
+template <typename Td, typename Ti, typename To>
+__global__ void rmsnorm_bwd_kernel(To *dinp, const Td *dout, const Ti *inp, const float *w, const float *rstd, int C,
                                    int dout_stride, int in_stride, int din_stride) {
     __shared__ double sh[32];
     const int n = blockIdx.x;
-    const T *x = inp + (size_t)n * in_stride, *dy = dout + (size_t)n * dout_stride;
+    const Ti *x = inp + (size_t)n * in_stride;
+    const Td *dy = dout + (size_t)n * dout_stride;
     const float r = rstd[n];
     double dot = 0.0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dot += (double)(w[c] * tof(dy[c])) * (tof(x[c]) * r);
     dot = block_sum(dot, sh);
     const float m = (float)(dot / C);
-    T *dx = dinp + (size_t)n * din_stride;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] = fromf<T>(r * (w[c] * tof(dy[c]) - (tof(x[c]) * r) * m));
+    To *dx = dinp + (size_t)n * din_stride;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] = fromf<To>(r * (w[c] * tof(dy[c]) - (tof(x[c]) * r) * m));
 }
 
 // partial[p][c] = sum over rows of chunk p of dy * xhat (double).
-template <typename T>
-__global__ void norm_dw_partial_kernel(double *partial, const T *dout, const T *inp, const float *rstd, int N, int C,
+template <typename Td, typename Ti>
+__global__ void norm_dw_partial_kernel(double *partial, const Td *dout, const Ti *inp, const float *rstd, int N, int C,
                                        int dout_stride, int in_stride) {
     int c = blockIdx.x * blockDim.x + threadIdx.x, p = blockIdx.y;
     if (c >= C) return;
@@ -121,12 +131,13 @@ __global__ void norm_dw_partial_kernel(double *partial, const T *dout, const T *
     partial[(size_t)p * C + c] = acc;
 }
 
-__global__ void norm_dw_final_kernel(float *dw, const double *partial, int C) {
+// dw (=, or += when accumulating micro-batches) the chunk partials summed in chunk order.
+__global__ void norm_dw_final_kernel(float *dw, const double *partial, int C, int accumulate) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double acc = 0.0;
     for (int p = 0; p < NORM_PARTS; p++) acc += partial[(size_t)p * C + c];
-    dw[c] = (float)acc;
+    dw[c] = accumulate ? dw[c] + (float)acc : (float)acc;
 }
 
 // RoPE rotate-half in place on x (B*T rows of H heads of D, row stride H*D); sign -1 = backward.
@@ -211,11 +222,6 @@ __global__ void lm_row_kernel(T *dlogits, const float *logits, const int32_t *ta
     }
 }
 
-__global__ void add_kernel(float *acc, const float *x, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) acc[i] += x[i];
-}
-
 __global__ void scale_kernel(float *x, float s, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= s;
@@ -266,16 +272,32 @@ struct CudaModelBase {
     const ParamTable *table;
     int max_B, max_T, is_bf16, recompute = 0;
     size_t total, bytes = 0;
+    // What this device holds of the flat table (cuda_backend.h): Adam m, v for [olo, ohi)
+    // (olo == ohi: none, the host keeps Adam), fp32 master weights for [mlo, mhi) (the
+    // whole table, or the optimizer range when bf16 weights are sharded with NCCL).
+    size_t olo = 0, ohi = 0, mlo = 0, mhi = 0;
     cudaStream_t st;
     cublasLtHandle_t lt;
     void *workspace;
-    float *master, *m, *v;
-    float *gbuf[MAX_LEVELS + 1];
-    long span[MAX_LEVELS + 1];
-    int depth = 0, nbuf = 0;
-    float *grad_total = nullptr;
+    float *master, *m, *v;   // master: mhi - mlo floats; m, v: ohi - olo floats
+    // The gradient: one full-size fp32 buffer. The first micro-batch of a step writes it,
+    // later ones add to it in place (GEMM beta = 1, norm/embedding kernels +=), in micro-
+    // batch order: deterministic, and one buffer whatever the number of micro-batches.
+    float *grad;
+    int grad_acc = 0;        // 1: a micro-batch was committed, the next backward accumulates
+    int pushed = 0;          // micro-batches committed since cuda_grad_reset
+    // bf16 with a sharded master: fp32 norm weights of the whole model (they are read by
+    // the norm kernels on every rank), packed in table order; the segments map them.
+    float *normf = nullptr;
+    struct NormSeg { size_t off, n, coff; };
+    std::vector<NormSeg> norm_segs;
     double *sumsq_partial;
     std::vector<double> host_partial;
+    int world = 1, rank = 0;
+    std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
+#ifdef OLMO_NCCL
+    ncclComm_t comm = nullptr;
+#endif
 
     template <typename P> P *alloc(size_t count) {
         void *p = nullptr;
@@ -300,19 +322,10 @@ struct CudaModelBase {
         ptrs.clear();
     }
 
-    virtual void refresh_weights() = 0;
+    virtual void upload_params(const float *host) = 0;
+    virtual void *compute_weights() = 0;
     virtual LossSums fwd_bwd(const int32_t *inputs, const int32_t *targets, int B, int T, float z, float inv_count,
                              int want_grads, float *logits_out, float *tok_ce) = 0;
-    float *slot() {
-        if (depth >= MAX_LEVELS) { fprintf(stderr, "olmo: error: CUDA gradient tree: too many micro-batches\n"); exit(1); }
-        while (nbuf <= depth) {
-            gbuf[nbuf] = alloc<float>(total);
-            if (!gbuf[nbuf]) { fprintf(stderr, "olmo: error: CUDA: out of memory for a gradient buffer (%zu MiB)\n", total * 4 >> 20); exit(1); }
-            nbuf++;
-        }
-        return gbuf[depth];
-    }
-
     static uint32_t align_of(const void *p) {
         uintptr_t a = (uintptr_t)p;
         uint32_t al = 256;
@@ -359,22 +372,36 @@ struct CudaModelBase {
 
 template <typename T> struct CudaModelT : CudaModelBase {
     static constexpr cudaDataType_t DT = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_16BF;
-    T *w;   // weights in compute type (== master in fp32 mode)
-    ModelView mv;   // views into master (device); offsets give the T copy and gradients
-    // activations
-    T *res, *mid, *qkv, *q, *k, *vv, *att, *ao, *gu, *act, *mo, *xf;
+    T *w;           // weights in compute type, whole table (== master in fp32 mode)
+    ModelView mv;   // views into grad: the gradients themselves, and the offsets of every tensor
+    ModelView nv;   // mv with the norm weights pointing at their fp32 values (master or normf)
+    // activations. The residual stream is fp32 (as PyTorch autocast / HF keep it): res
+    // (L+1, N, C) saved for backward, hf (N, C) the fp32 h of the block being computed
+    // (bf16 mode; fp32 mode uses mid), dres (N, C) the residual gradient. The GEMMs read
+    // bf16 copies: xb (each block's input, bf16 mode; fp32 mode reads res) and mid (h).
+    float *res, *hf, *dres;
+    T *xb, *mid, *qkv, *q, *k, *vv, *att, *ao, *gu, *act, *mo, *xf;
     float *q_rstd, *k_rstd, *a_rstd, *m_rstd, *xf_rstd, *lse;
     // scratch
-    T *dres, *dxf, *da, *datt, *dq, *dk, *dv, *dqkv, *dgu, *dact, *dm;
-    float *Di, *logits, *rope_cos, *rope_sin, *tok_ce_d;
+    T *dxf, *da, *datt, *dq, *dk, *dv, *dqkv, *dgu, *dact, *dm;
+    float *Di, *logits, *rope_cos, *rope_sin, *yarn_cos = nullptr, *yarn_sin = nullptr, *tok_ce_d;
     T *dlogits;
     double *row_ce, *row_z, *norm_part;
     int32_t *tok_d, *tgt_d;
     int lm_chunk;
 
-    size_t off(const float *p) const { return (size_t)(p - master); }
+    size_t off(const float *p) const { return (size_t)(p - grad); }
     size_t slot_of(int l) const { return recompute ? 0 : (size_t)l; }
     const T *W(const float *p) const { return w + off(p); }
+    // The fp32 norm weight of the tensor that starts at view pointer p.
+    float *norm_w(const float *p) const {
+        size_t o = off(p);
+        if (!normf) return master + (o - mlo);
+        for (const NormSeg &s : norm_segs)
+            if (o >= s.off && o < s.off + s.n) return normf + s.coff + (o - s.off);
+        fprintf(stderr, "olmo: error: CUDA model: no norm segment at offset %zu\n", o);
+        exit(1);
+    }
 
     Dims dims(int B, int T_) const {
         Dims d;
@@ -386,18 +413,32 @@ template <typename T> struct CudaModelT : CudaModelBase {
     bool init() {
         Dims d = dims(max_B, max_T);
         size_t N = d.N, L = recompute ? 1 : d.L;   // per-layer activation buffers (res keeps all L+1)
-        master = must<float>(total);
-        m = must<float>(total);
-        v = must<float>(total);
-        if (sizeof(T) == 4) w = (T *)master;
+        const bool bf = sizeof(T) != 4;
+        master = must<float>(mhi - mlo);
+        m = must<float>(ohi - olo);
+        v = must<float>(ohi - olo);
+        grad = must<float>(total);
+        if (!bf) w = (T *)master;   // fp32: mlo == 0, mhi == total
         else w = must<T>(total);
-        res = must<T>(((size_t)d.L + 1) * N * d.C); mid = must<T>(L * N * d.C); qkv = must<T>(L * N * d.QKV);
+        if (bf && (mlo > 0 || mhi < total)) {
+            size_t c = 0;
+            for (int i = 0; i < table->n; i++)
+                if (table->p[i].kind == PARAM_NORM) {
+                    norm_segs.push_back({table->p[i].offset, table->p[i].numel, c});
+                    c += table->p[i].numel;
+                }
+            normf = must<float>(c);
+        }
+        res = must<float>(((size_t)d.L + 1) * N * d.C); dres = must<float>(N * d.C);
+        hf = bf ? must<float>(N * d.C) : nullptr;
+        xb = bf ? must<T>(L * N * d.C) : nullptr;
+        mid = must<T>(L * N * d.C); qkv = must<T>(L * N * d.QKV);
         q = must<T>(L * N * d.Q); k = must<T>(L * N * d.KV); vv = must<T>(L * N * d.KV); att = must<T>(L * N * d.Q);
         ao = must<T>(L * N * d.C); gu = must<T>(L * N * 2 * d.H); act = must<T>(L * N * d.H); mo = must<T>(L * N * d.C);
         xf = must<T>(N * d.C);
         q_rstd = must<float>(L * N); k_rstd = must<float>(L * N); a_rstd = must<float>(L * N); m_rstd = must<float>(L * N);
         xf_rstd = must<float>(N); lse = must<float>(L * N * d.NH);
-        dres = must<T>(N * d.C); dxf = must<T>(N * d.C); da = must<T>(N * d.C); datt = must<T>(N * d.Q);
+        dxf = must<T>(N * d.C); da = must<T>(N * d.C); datt = must<T>(N * d.Q);
         dq = must<T>(N * d.Q); dk = must<T>(N * d.KV); dv = must<T>(N * d.KV); dqkv = must<T>(N * d.QKV);
         dgu = must<T>(N * 2 * d.H); dact = must<T>(N * d.H); dm = must<T>(N * d.C);
         Di = must<float>(N * d.NH);
@@ -408,87 +449,136 @@ template <typename T> struct CudaModelT : CudaModelBase {
         size_t maxw = d.C > d.Q ? d.C : d.Q;
         norm_part = must<double>((size_t)NORM_PARTS * maxw);
         tok_d = must<int32_t>(N); tgt_d = must<int32_t>(N);
-        rope_cos = must<float>((size_t)max_T * d.D / 2); rope_sin = must<float>((size_t)max_T * d.D / 2);
+        const size_t half = (size_t)max_T * d.D / 2;
+        rope_cos = must<float>(half); rope_sin = must<float>(half);
+        const bool yarn = cfg.rope_scaling.type == ROPE_SCALING_YARN;
+        if (yarn) { yarn_cos = must<float>(half); yarn_sin = must<float>(half); }
         size_t nchunks = (total + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
         sumsq_partial = must<double>(nchunks);
         host_partial.resize(nchunks);
         if (oom) return false;
-        CUDA_CHECK(cudaMemset(m, 0, total * 4));
-        CUDA_CHECK(cudaMemset(v, 0, total * 4));
-        std::vector<float> c((size_t)max_T * d.D / 2), s(c.size());
+        if (ohi > olo) {
+            CUDA_CHECK(cudaMemset(m, 0, (ohi - olo) * 4));
+            CUDA_CHECK(cudaMemset(v, 0, (ohi - olo) * 4));
+        }
+        // The host computes the tables with the CPU's function (plain RoPE, and YaRN's for
+        // the full-attention layers when cfg.rope_scaling is set), so both backends rotate
+        // by the same floats.
+        std::vector<float> c(half), s(half);
         rope_tables(c.data(), s.data(), max_T, d.D, cfg.rope_theta, NULL);
-        CUDA_CHECK(cudaMemcpy(rope_cos, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(rope_sin, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
-        model_view(&mv, table, &cfg, master);
+        CUDA_CHECK(cudaMemcpy(rope_cos, c.data(), half * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(rope_sin, s.data(), half * 4, cudaMemcpyHostToDevice));
+        if (yarn) {
+            rope_tables(c.data(), s.data(), max_T, d.D, cfg.rope_theta, &cfg.rope_scaling);
+            CUDA_CHECK(cudaMemcpy(yarn_cos, c.data(), half * 4, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy(yarn_sin, s.data(), half * 4, cudaMemcpyHostToDevice));
+        }
+        model_view(&mv, table, &cfg, grad);
+        nv = mv;
+        for (int l = 0; l < d.L; l++) {
+            LayerView *lv = &nv.layers[l];
+            lv->q_norm = norm_w(lv->q_norm); lv->k_norm = norm_w(lv->k_norm);
+            lv->attn_norm = norm_w(lv->attn_norm); lv->mlp_norm = norm_w(lv->mlp_norm);
+        }
+        nv.final_norm = norm_w(nv.final_norm);
         return true;
     }
 
-    void refresh_weights() override {
+    // The whole table from the host: through grad (free between steps) into the master
+    // range, the compute copy and the norm copy.
+    void upload_params(const float *host) override {
+        CUDA_CHECK(cudaMemcpy(grad, host, total * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(master, grad + mlo, (mhi - mlo) * 4, cudaMemcpyDeviceToDevice));
         if (sizeof(T) != 4) {
-            cast_kernel<T><<<nblk(total), 256, 0, st>>>(w, master, total);
+            cast_kernel<T><<<nblk(total), 256, 0, st>>>(w, grad, total);
             CUDA_LAUNCH_CHECK();
         }
+        for (const NormSeg &s : norm_segs)
+            CUDA_CHECK(cudaMemcpyAsync(normf + s.coff, grad + s.off, s.n * 4, cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
     }
+    void *compute_weights() override { return w; }
 
     // row-major nn.Linear: out (N, OC) = inp (N, C) @ W^T
     void mm_fwd(T *out, const T *inp, const T *Wt, int N, int C, int OC) {
         gemm(true, false, OC, N, C, Wt, C, inp, C, out, OC, 0.0f, DT, DT);
     }
-    // dinp (N, C) (+)= dout @ W; dW (OC, C) = dout^T @ inp (fp32, overwritten or accumulated)
-    void mm_bwd(T *dinp, float *dW, const T *dout, const T *inp, const T *Wt, int N, int C, int OC, int acc_dinp,
+    // dinp (N, C) (+)= dout @ W (Td: fp32 for the residual gradient); dW (OC, C) = dout^T @
+    // inp in fp32, added to the gradient when accumulating over chunks or micro-batches.
+    template <typename Td>
+    void mm_bwd(Td *dinp, float *dW, const T *dout, const T *inp, const T *Wt, int N, int C, int OC, int acc_dinp,
                 int acc_dW) {
-        if (dinp) gemm(false, false, C, N, OC, Wt, C, dout, OC, dinp, C, acc_dinp ? 1.0f : 0.0f, DT, DT);
-        if (dW) gemm(false, true, C, OC, N, inp, C, dout, OC, dW, C, acc_dW ? 1.0f : 0.0f, DT, CUDA_R_32F);
+        const cudaDataType_t dt = sizeof(Td) == 4 ? CUDA_R_32F : CUDA_R_16BF;
+        if (dinp) gemm(false, false, C, N, OC, Wt, C, dout, OC, dinp, C, acc_dinp ? 1.0f : 0.0f, DT, dt);
+        if (dW) gemm(false, true, C, OC, N, inp, C, dout, OC, dW, C, (acc_dW || grad_acc) ? 1.0f : 0.0f, DT, CUDA_R_32F);
     }
-    void norm_fwd(T *out, float *rstd, const T *inp, const float *wt, const T *resid, int N, int C, int is, int os) {
-        rmsnorm_fwd_kernel<T><<<N, 256, 0, st>>>(out, rstd, inp, wt, resid, C, is, os, (float)cfg.rms_eps);
+    template <typename Ti, typename To, typename Tc>
+    void norm_fwd(To *out, Tc *copy, float *rstd, const Ti *inp, const float *wt, const To *resid, int N, int C, int is,
+                  int os) {
+        rmsnorm_fwd_kernel<Ti, To, Tc><<<N, 256, 0, st>>>(out, copy, rstd, inp, wt, resid, C, is, os, (float)cfg.rms_eps);
         CUDA_LAUNCH_CHECK();
     }
-    void norm_bwd(T *dinp, float *dw, const T *dout, const T *inp, const float *wt, const float *rstd, int N, int C,
+    template <typename Td, typename Ti, typename To>
+    void norm_bwd(To *dinp, float *dw, const Td *dout, const Ti *inp, const float *wt, const float *rstd, int N, int C,
                   int ds, int is, int dis) {
-        rmsnorm_bwd_kernel<T><<<N, 256, 0, st>>>(dinp, dout, inp, wt, rstd, C, ds, is, dis);
+        rmsnorm_bwd_kernel<Td, Ti, To><<<N, 256, 0, st>>>(dinp, dout, inp, wt, rstd, C, ds, is, dis);
         CUDA_LAUNCH_CHECK();
         dim3 g(nblk(C), NORM_PARTS);
-        norm_dw_partial_kernel<T><<<g, 256, 0, st>>>(norm_part, dout, inp, rstd, N, C, ds, is);
+        norm_dw_partial_kernel<Td, Ti><<<g, 256, 0, st>>>(norm_part, dout, inp, rstd, N, C, ds, is);
         CUDA_LAUNCH_CHECK();
-        norm_dw_final_kernel<<<nblk(C), 256, 0, st>>>(dw, norm_part, C);
+        norm_dw_final_kernel<<<nblk(C), 256, 0, st>>>(dw, norm_part, C, grad_acc);
         CUDA_LAUNCH_CHECK();
     }
-    void rope(T *x, int B, int T_, int H, int D, float sign) {
+    // Layer l's rotation: YaRN's tables on the full-attention layers when the config has
+    // them (model_layer_rope_scaled, as model.c), else plain RoPE.
+    void rope(T *x, int l, int B, int T_, int H, int D, float sign) {
+        const bool scaled = yarn_cos && model_layer_rope_scaled(&cfg, l);
         size_t n = (size_t)B * T_ * H * (D / 2);
-        rope_kernel<T><<<nblk(n), 256, 0, st>>>(x, rope_cos, rope_sin, B * T_, T_, H, D, sign);
+        rope_kernel<T><<<nblk(n), 256, 0, st>>>(x, scaled ? yarn_cos : rope_cos, scaled ? yarn_sin : rope_sin, B * T_,
+                                                T_, H, D, sign);
         CUDA_LAUNCH_CHECK();
     }
     void copy_cols(T *dst, const T *src, int N, int width, int dstride, int dcol, int sstride, int scol) {
         copy_cols_kernel<T><<<nblk((size_t)N * width), 256, 0, st>>>(dst, src, N, width, dstride, dcol, sstride, scol);
         CUDA_LAUNCH_CHECK();
     }
+    // The GEMM operand of block l's input: its bf16 copy (bf16 mode), or the fp32 row itself.
+    T *block_input(int l, size_t N) {
+        return sizeof(T) != 4 ? xb + slot_of(l) * N * cfg.d_model : (T *)(void *)(res + (size_t)l * N * cfg.d_model);
+    }
 
     // Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
     void layer_fwd(int l, int B, int T_) {
         const Dims d = dims(B, T_);
         const size_t N = d.N;
-        const LayerView *lw = &mv.layers[l];
+        const LayerView *lw = &mv.layers[l], *nl = &nv.layers[l];
         const int window = model_layer_window(&cfg, l, T_);
-        T *x = res + l * N * d.C, *y = res + (l + 1) * N * d.C;
+        float *x = res + l * N * d.C, *y = res + (l + 1) * N * d.C;
         const size_t sl = slot_of(l);   // per-layer buffers: layer l, or slot 0 with recompute
         T *qkv_l = qkv + sl * N * d.QKV, *q_l = q + sl * N * d.Q, *k_l = k + sl * N * d.KV, *v_l = vv + sl * N * d.KV;
         T *att_l = att + sl * N * d.Q, *ao_l = ao + sl * N * d.C, *h = mid + sl * N * d.C;
         T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
-        mm_fwd(qkv_l, x, W(lw->wqkv), d.N, d.C, d.QKV);
-        norm_fwd(q_l, q_rstd + sl * N, qkv_l, lw->q_norm, nullptr, d.N, d.Q, d.QKV, d.Q);
-        norm_fwd(k_l, k_rstd + sl * N, qkv_l + d.Q, lw->k_norm, nullptr, d.N, d.KV, d.QKV, d.KV);
+        T *xg = block_input(l, N);
+        if (sizeof(T) != 4) {   // x (fp32) -> its bf16 copy for the QKV GEMM
+            cast_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(xg, x, N * d.C);
+            CUDA_LAUNCH_CHECK();
+        }
+        float *h32 = sizeof(T) != 4 ? hf : (float *)(void *)h;   // h in fp32 (fp32 mode: h itself)
+        T *hcopy = sizeof(T) != 4 ? h : nullptr;
+        mm_fwd(qkv_l, xg, W(lw->wqkv), d.N, d.C, d.QKV);
+        norm_fwd(q_l, (T *)nullptr, q_rstd + sl * N, qkv_l, nl->q_norm, (const T *)nullptr, d.N, d.Q, d.QKV, d.Q);
+        norm_fwd(k_l, (T *)nullptr, k_rstd + sl * N, qkv_l + d.Q, nl->k_norm, (const T *)nullptr, d.N, d.KV, d.QKV, d.KV);
         copy_cols(v_l, qkv_l, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);
-        rope(q_l, B, T_, d.NH, d.D, 1.0f);
-        rope(k_l, B, T_, d.NKV, d.D, 1.0f);
+        rope(q_l, l, B, T_, d.NH, d.D, 1.0f);
+        rope(k_l, l, B, T_, d.NKV, d.D, 1.0f);
         attention_forward_cuda<T>(att_l, lse + sl * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, st);
         mm_fwd(ao_l, att_l, W(lw->wo), d.N, d.Q, d.C);
-        norm_fwd(h, a_rstd + sl * N, ao_l, lw->attn_norm, x, d.N, d.C, d.C, d.C);        // h = x + norm(a)
+        norm_fwd(h32, hcopy, a_rstd + sl * N, ao_l, nl->attn_norm, (const float *)x, d.N, d.C, d.C, d.C);   // h = x + norm(a)
         mm_fwd(gu_l, h, W(lw->wgu), d.N, d.C, 2 * d.H);
         swiglu_fwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(act_l, gu_l, d.N, d.H);
         CUDA_LAUNCH_CHECK();
         mm_fwd(mo_l, act_l, W(lw->wdown), d.N, d.H, d.C);
-        norm_fwd(y, m_rstd + sl * N, mo_l, lw->mlp_norm, h, d.N, d.C, d.C, d.C);         // y = h + norm(m)
+        norm_fwd(y, (T *)nullptr, m_rstd + sl * N, mo_l, nl->mlp_norm, (const float *)h32, d.N, d.C, d.C, d.C);   // y = h + norm(m)
     }
 
     LossSums fwd_bwd(const int32_t *inputs, const int32_t *targets, int B, int T_, float z, float inv_count,
@@ -502,25 +592,23 @@ template <typename T> struct CudaModelT : CudaModelBase {
         embedding_fwd_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(res, tok_d, W(mv.embed), d.N, d.C);
         CUDA_LAUNCH_CHECK();
         for (int l = 0; l < d.L; l++) layer_fwd(l, B, T_);
-        T *xL = res + (size_t)d.L * N * d.C;
-        norm_fwd(xf, xf_rstd, xL, mv.final_norm, nullptr, d.N, d.C, d.C, d.C);
+        float *xL = res + (size_t)d.L * N * d.C;
+        norm_fwd(xf, (T *)nullptr, xf_rstd, (const float *)xL, nv.final_norm, (const T *)nullptr, d.N, d.C, d.C, d.C);
 
         // LM head + loss, chunked; the backward GEMMs per chunk (dW accumulated over chunks in order)
-        float *g = want_grads ? slot() : nullptr;
-        ModelView gw;
-        if (g) model_view(&gw, table, &cfg, g);
+        const bool g = want_grads != 0;
         for (int n0 = 0; n0 < d.N; n0 += lm_chunk) {
             int nc = d.N - n0 < lm_chunk ? d.N - n0 : lm_chunk;
             const T *xc = xf + (size_t)n0 * d.C;
             gemm(true, false, Vp, nc, d.C, W(mv.lm_head), d.C, xc, d.C, logits, Vp, 0.0f, DT, CUDA_R_32F);
             if (logits_out)
                 CUDA_CHECK(cudaMemcpyAsync(logits_out + (size_t)n0 * Vp, logits, (size_t)nc * Vp * 4, cudaMemcpyDeviceToHost, st));
-            lm_row_kernel<T><<<nc, 512, 0, st>>>(dlogits, logits, tgt_d + n0, Vp, z, inv_count, g != nullptr,
+            lm_row_kernel<T><<<nc, 512, 0, st>>>(dlogits, logits, tgt_d + n0, Vp, z, inv_count, g,
                                                  row_ce + n0, row_z + n0, tok_ce_d + n0);
             CUDA_LAUNCH_CHECK();
-            if (g) mm_bwd(dxf + (size_t)n0 * d.C, gw.lm_head, dlogits, xc, W(mv.lm_head), nc, d.C, Vp, 0, n0 > 0);
+            if (g) mm_bwd(dxf + (size_t)n0 * d.C, mv.lm_head, dlogits, xc, W(mv.lm_head), nc, d.C, Vp, 0, n0 > 0);
         }
-        if (g) backward(gw, B, T_);
+        if (g) backward(B, T_);
         std::vector<double> ce(N), zz(N);
         CUDA_CHECK(cudaMemcpyAsync(ce.data(), row_ce, N * 8, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaMemcpyAsync(zz.data(), row_z, N * 8, cudaMemcpyDeviceToHost, st));
@@ -536,41 +624,46 @@ template <typename T> struct CudaModelT : CudaModelBase {
         return sums;
     }
 
-    void backward(ModelView &gw, int B, int T_) {
+    // Backward into grad (mv's views): written by the first micro-batch of a step, added to
+    // by the later ones (grad_acc). The residual gradient dres is fp32: the norm backward
+    // of the final norm writes it, each block's two input GEMMs add to it (beta = 1).
+    void backward(int B, int T_) {
         const Dims d = dims(B, T_);
         const size_t N = d.N;
-        T *xL = res + (size_t)d.L * N * d.C;
-        norm_bwd(dres, gw.final_norm, dxf, xL, mv.final_norm, xf_rstd, d.N, d.C, d.C, d.C, d.C);
+        ModelView &gw = mv;
+        float *xL = res + (size_t)d.L * N * d.C;
+        norm_bwd(dres, gw.final_norm, dxf, (const float *)xL, nv.final_norm, xf_rstd, d.N, d.C, d.C, d.C, d.C);
         for (int l = d.L - 1; l >= 0; l--) {
-            const LayerView *lw = &mv.layers[l];
+            const LayerView *lw = &mv.layers[l], *nl = &nv.layers[l];
             LayerView *lg = &gw.layers[l];
             const int window = model_layer_window(&cfg, l, T_);
             // Recompute: the block's activations again, bitwise the same (the slot still holds
             // the last block's from the forward).
             if (recompute && l != d.L - 1) layer_fwd(l, B, T_);
             const size_t sl = slot_of(l);
-            T *x = res + l * N * d.C;
+            T *xg = block_input(l, N);
             T *qkv_l = qkv + sl * N * d.QKV, *q_l = q + sl * N * d.Q, *k_l = k + sl * N * d.KV, *v_l = vv + sl * N * d.KV;
             T *att_l = att + sl * N * d.Q, *ao_l = ao + sl * N * d.C, *h = mid + sl * N * d.C;
             T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
-            norm_bwd(dm, lg->mlp_norm, dres, mo_l, lw->mlp_norm, m_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
+            norm_bwd(dm, lg->mlp_norm, (const float *)dres, mo_l, nl->mlp_norm, m_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(dact, lg->wdown, dm, act_l, W(lw->wdown), d.N, d.H, d.C, 0, 0);
             swiglu_bwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(dgu, dact, gu_l, d.N, d.H);
             CUDA_LAUNCH_CHECK();
             mm_bwd(dres, lg->wgu, dgu, h, W(lw->wgu), d.N, d.C, 2 * d.H, 1, 0);
-            norm_bwd(da, lg->attn_norm, dres, ao_l, lw->attn_norm, a_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
+            norm_bwd(da, lg->attn_norm, (const float *)dres, ao_l, nl->attn_norm, a_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(datt, lg->wo, da, att_l, W(lw->wo), d.N, d.Q, d.C, 0, 0);
             attention_backward_cuda<T>(dq, dk, dv, Di, datt, q_l, k_l, v_l, att_l, lse + sl * N * d.NH, B, T_, d.NH,
                                        d.NKV, d.D, window, st);
-            rope(dq, B, T_, d.NH, d.D, -1.0f);
-            rope(dk, B, T_, d.NKV, d.D, -1.0f);
-            norm_bwd(dqkv, lg->q_norm, dq, qkv_l, lw->q_norm, q_rstd + sl * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
-            norm_bwd(dqkv + d.Q, lg->k_norm, dk, qkv_l + d.Q, lw->k_norm, k_rstd + sl * N, d.N, d.KV, d.KV, d.QKV, d.QKV);
+            rope(dq, l, B, T_, d.NH, d.D, -1.0f);
+            rope(dk, l, B, T_, d.NKV, d.D, -1.0f);
+            norm_bwd(dqkv, lg->q_norm, (const T *)dq, (const T *)qkv_l, nl->q_norm, q_rstd + sl * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
+            norm_bwd(dqkv + d.Q, lg->k_norm, (const T *)dk, (const T *)(qkv_l + d.Q), nl->k_norm, k_rstd + sl * N, d.N,
+                     d.KV, d.KV, d.QKV, d.QKV);
             copy_cols(dqkv, dv, d.N, d.KV, d.QKV, d.Q + d.KV, d.KV, 0);
-            mm_bwd(dres, lg->wqkv, dqkv, x, W(lw->wqkv), d.N, d.C, d.QKV, 1, 0);
+            mm_bwd(dres, lg->wqkv, dqkv, xg, W(lw->wqkv), d.N, d.C, d.QKV, 1, 0);
         }
-        CUDA_CHECK(cudaMemsetAsync(gw.embed, 0, sizeof(float) * (size_t)cfg.padded_vocab * d.C, st));
-        embedding_bwd_kernel<T><<<nblk(d.C, 128), 128, 0, st>>>(gw.embed, dres, tok_d, d.N, d.C);
+        if (!grad_acc) CUDA_CHECK(cudaMemsetAsync(gw.embed, 0, sizeof(float) * (size_t)cfg.padded_vocab * d.C, st));
+        embedding_bwd_kernel<<<nblk(d.C, 128), 128, 0, st>>>(gw.embed, dres, tok_d, d.N, d.C);
         CUDA_LAUNCH_CHECK();
     }
 };
@@ -606,10 +699,14 @@ void cuda_device_describe(char *out, size_t outlen) {
 }
 
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
-                             int recompute, char *err, size_t errlen) {
+                             int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
     if (!cuda_device_count(err, errlen)) return NULL;
     if (!attention_head_dim_supported(cfg->head_dim)) {
         snprintf(err, errlen, "CUDA backend: head_dim %d not supported (16, 32, 64, 128)", cfg->head_dim);
+        return NULL;
+    }
+    if (opt_lo > opt_hi || opt_hi > t->total) {
+        snprintf(err, errlen, "CUDA backend: optimizer range [%zu, %zu) outside the table (%zu)", opt_lo, opt_hi, t->total);
         return NULL;
     }
     CudaModelBase *b = use_bf16 ? (CudaModelBase *)new CudaModelT<bf16>() : (CudaModelBase *)new CudaModelT<float>();
@@ -620,6 +717,13 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
     b->is_bf16 = use_bf16;
     b->recompute = recompute;
     b->total = t->total;
+    b->olo = opt_lo;
+    b->ohi = opt_hi;
+    // bf16 computes from the bf16 copy, so the fp32 master is needed only where this
+    // device runs AdamW; fp32 computes from the master itself: all of it.
+    const bool shard_master = use_bf16 && opt_hi > opt_lo && (opt_lo > 0 || opt_hi < t->total);
+    b->mlo = shard_master ? opt_lo : 0;
+    b->mhi = shard_master ? opt_hi : t->total;
     CUDA_CHECK(cudaStreamCreate(&b->st));
     LT_CHECK(cublasLtCreate(&b->lt));
     b->workspace = b->alloc<char>(WORKSPACE_BYTES);
@@ -635,6 +739,11 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
         delete b;
         return NULL;
     }
+    CudaMemPlan plan;
+    cuda_mem_plan(cfg, t, max_B, max_T, use_bf16, recompute, opt_lo, opt_hi, &plan);
+    if ((double)b->bytes != plan.total)
+        fprintf(stderr, "olmo: note: CUDA allocated %zu bytes, the memory plan (olmo info) says %.0f\n", b->bytes,
+                plan.total);
     CudaModel *cm = new CudaModel;
     cm->impl = b;
     return cm;
@@ -644,6 +753,9 @@ void cuda_model_destroy(CudaModel *cm) {
     if (!cm) return;
     CudaModelBase *b = cm->impl;
     cudaStreamSynchronize(b->st);
+#ifdef OLMO_NCCL
+    if (b->comm) ncclCommDestroy(b->comm);
+#endif
     b->free_all();
     cublasLtDestroy(b->lt);
     cudaStreamDestroy(b->st);
@@ -655,30 +767,33 @@ size_t cuda_model_bytes(const CudaModel *cm) { return cm->impl->bytes; }
 
 void cuda_sync(CudaModel *cm) { CUDA_CHECK(cudaStreamSynchronize(cm->impl->st)); }
 
-void cuda_upload_params(CudaModel *cm, const float *host) {
+void cuda_upload_params(CudaModel *cm, const float *host) { cm->impl->upload_params(host); }
+
+void cuda_download_range(CudaModel *cm, int which, size_t lo, size_t hi, float *host) {
     CudaModelBase *b = cm->impl;
-    CUDA_CHECK(cudaMemcpy(b->master, host, b->total * 4, cudaMemcpyHostToDevice));
-    b->refresh_weights();
+    const float *src = which == 0 ? b->master : which == 1 ? b->m : b->v;
+    size_t a = which == 0 ? b->mlo : b->olo, e = which == 0 ? b->mhi : b->ohi;
+    if (lo > hi || lo < a || hi > e) {
+        fprintf(stderr, "olmo: error: CUDA: download [%zu, %zu) of buffer %d outside its device range [%zu, %zu)\n", lo,
+                hi, which, a, e);
+        exit(1);
+    }
     CUDA_CHECK(cudaStreamSynchronize(b->st));
+    if (hi > lo) CUDA_CHECK(cudaMemcpy(host, src + (lo - a), (hi - lo) * 4, cudaMemcpyDeviceToHost));
 }
 
-void cuda_download_params(CudaModel *cm, float *host) {
-    CudaModelBase *b = cm->impl;
-    CUDA_CHECK(cudaStreamSynchronize(b->st));
-    CUDA_CHECK(cudaMemcpy(host, b->master, b->total * 4, cudaMemcpyDeviceToHost));
-}
+void cuda_download_params(CudaModel *cm, float *host) { cuda_download_range(cm, 0, 0, cm->impl->total, host); }
 
 void cuda_upload_adam(CudaModel *cm, const float *m, const float *v) {
     CudaModelBase *b = cm->impl;
-    CUDA_CHECK(cudaMemcpy(b->m, m, b->total * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(b->v, v, b->total * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(b->m, m, (b->ohi - b->olo) * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(b->v, v, (b->ohi - b->olo) * 4, cudaMemcpyHostToDevice));
 }
 
 void cuda_download_adam(CudaModel *cm, float *m, float *v) {
     CudaModelBase *b = cm->impl;
-    CUDA_CHECK(cudaStreamSynchronize(b->st));
-    CUDA_CHECK(cudaMemcpy(m, b->m, b->total * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(v, b->v, b->total * 4, cudaMemcpyDeviceToHost));
+    cuda_download_range(cm, 1, b->olo, b->ohi, m);
+    cuda_download_range(cm, 2, b->olo, b->ohi, v);
 }
 
 LossSums cuda_forward_backward(CudaModel *cm, const int32_t *inputs, const int32_t *targets, int B, int T,
@@ -686,50 +801,47 @@ LossSums cuda_forward_backward(CudaModel *cm, const int32_t *inputs, const int32
     return cm->impl->fwd_bwd(inputs, targets, B, T, z_coef, inv_count, want_grads, logits_out, tok_ce);
 }
 
-void cuda_grad_reset(CudaModel *cm) { cm->impl->depth = 0; }
+void cuda_grad_reset(CudaModel *cm) {
+    cm->impl->grad_acc = 0;
+    cm->impl->pushed = 0;
+}
 
 void cuda_grad_push(CudaModel *cm) {
-    CudaModelBase *b = cm->impl;
-    b->span[b->depth] = 1;
-    b->depth++;
-    while (b->depth >= 2 && b->span[b->depth - 1] == b->span[b->depth - 2]) {
-        add_kernel<<<nblk(b->total), 256, 0, b->st>>>(b->gbuf[b->depth - 2], b->gbuf[b->depth - 1], b->total);
-        CUDA_LAUNCH_CHECK();
-        b->span[b->depth - 2] *= 2;
-        b->depth--;
-    }
+    cm->impl->grad_acc = 1;
+    cm->impl->pushed++;
 }
 
 void cuda_grad_finish(CudaModel *cm) {
-    CudaModelBase *b = cm->impl;
-    if (b->depth == 0) { fprintf(stderr, "olmo: error: CUDA gradient tree: no micro-batch pushed\n"); exit(1); }
-    for (int i = b->depth - 1; i >= 1; i--) {
-        add_kernel<<<nblk(b->total), 256, 0, b->st>>>(b->gbuf[i - 1], b->gbuf[i], b->total);
-        CUDA_LAUNCH_CHECK();
-        b->span[i - 1] += b->span[i];
-    }
-    b->depth = 1;
-    b->grad_total = b->gbuf[0];
+    if (cm->impl->pushed == 0) { fprintf(stderr, "olmo: error: CUDA gradient: no micro-batch pushed\n"); exit(1); }
 }
 
 void cuda_grad_download(CudaModel *cm, float *host) {
     CudaModelBase *b = cm->impl;
     CUDA_CHECK(cudaStreamSynchronize(b->st));
-    CUDA_CHECK(cudaMemcpy(host, b->grad_total, b->total * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host, b->grad, b->total * 4, cudaMemcpyDeviceToHost));
 }
 
 void cuda_grad_poison(CudaModel *cm) {
-    poison_kernel<<<1, 1, 0, cm->impl->st>>>(cm->impl->grad_total);
+    poison_kernel<<<1, 1, 0, cm->impl->st>>>(cm->impl->grad);
     CUDA_LAUNCH_CHECK();
+}
+
+void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
+    CudaModelBase *b = cm->impl;
+    if (b->olo % SUMSQ_CHUNK) { fprintf(stderr, "olmo: error: CUDA: shard start %zu not chunk-aligned\n", b->olo); exit(1); }
+    size_t n = b->ohi - b->olo, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, c0 = b->olo / SUMSQ_CHUNK;
+    if (nch == 0) return;
+    sumsq_kernel<<<(unsigned)nch, 256, 0, b->st>>>(b->sumsq_partial, b->grad + b->olo, n);
+    CUDA_LAUNCH_CHECK();
+    CUDA_CHECK(cudaMemcpyAsync(part + c0, b->sumsq_partial, nch * 8, cudaMemcpyDeviceToHost, b->st));
+    CUDA_CHECK(cudaStreamSynchronize(b->st));
 }
 
 double cuda_grad_sumsq(CudaModel *cm) {
     CudaModelBase *b = cm->impl;
     size_t nch = (b->total + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    sumsq_kernel<<<(unsigned)nch, 256, 0, b->st>>>(b->sumsq_partial, b->grad_total, b->total);
-    CUDA_LAUNCH_CHECK();
-    CUDA_CHECK(cudaMemcpyAsync(b->host_partial.data(), b->sumsq_partial, nch * 8, cudaMemcpyDeviceToHost, b->st));
-    CUDA_CHECK(cudaStreamSynchronize(b->st));
+    std::fill(b->host_partial.begin(), b->host_partial.end(), 0.0);
+    cuda_grad_sumsq_chunks(cm, b->host_partial.data());
     double s = 0.0;
     for (size_t i = 0; i < nch; i++) s += b->host_partial[i];
     return s;
@@ -737,7 +849,9 @@ double cuda_grad_sumsq(CudaModel *cm) {
 
 void cuda_grad_scale(CudaModel *cm, float s) {
     CudaModelBase *b = cm->impl;
-    scale_kernel<<<nblk(b->total), 256, 0, b->st>>>(b->grad_total, s, b->total);
+    size_t n = b->ohi - b->olo;
+    if (n == 0) return;
+    scale_kernel<<<nblk(n), 256, 0, b->st>>>(b->grad + b->olo, s, n);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -747,20 +861,142 @@ void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, fl
     float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     for (int i = 0; i < b->table->n; i++) {
         const ParamInfo *p = &b->table->p[i];
+        // this device's part of the tensor: [a, e) of the flat table
+        size_t a = p->offset > b->olo ? p->offset : b->olo;
+        size_t e = p->offset + p->numel < b->ohi ? p->offset + p->numel : b->ohi;
+        if (a >= e) continue;
         float wdi = (p->kind == PARAM_EMBEDDING && !decay_embedding) ? 0.0f : wd;
         float decay = 1.0f - lr * wdi;
-        size_t o = p->offset;
+        float *pm = b->master + (a - b->mlo), *mm = b->m + (a - b->olo), *vm = b->v + (a - b->olo);
         if (b->is_bf16) {
-            bf16 *wc = ((CudaModelT<bf16> *)b)->w + o;
-            adamw_kernel<bf16><<<nblk(p->numel), 256, 0, b->st>>>(b->master + o, b->m + o, b->v + o, b->grad_total + o,
-                                                                  wc, p->numel, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+            bf16 *wc = (bf16 *)b->compute_weights() + a;
+            adamw_kernel<bf16><<<nblk(e - a), 256, 0, b->st>>>(pm, mm, vm, b->grad + a, wc, e - a, beta1, beta2, eps,
+                                                               decay, step_size, bc2_sqrt);
         } else {
-            adamw_kernel<float><<<nblk(p->numel), 256, 0, b->st>>>(b->master + o, b->m + o, b->v + o, b->grad_total + o,
-                                                                   nullptr, p->numel, beta1, beta2, eps, decay, step_size,
-                                                                   bc2_sqrt);
+            adamw_kernel<float><<<nblk(e - a), 256, 0, b->st>>>(pm, mm, vm, b->grad + a, nullptr, e - a, beta1, beta2,
+                                                                eps, decay, step_size, bc2_sqrt);
         }
         CUDA_LAUNCH_CHECK();
+        // bf16 with the master sharded: this device's part of each norm weight into normf
+        // (the all-gather sends it to the other ranks).
+        if (p->kind == PARAM_NORM && b->normf) {
+            for (const CudaModelBase::NormSeg &s : b->norm_segs)
+                if (s.off == p->offset)
+                    CUDA_CHECK(cudaMemcpyAsync(b->normf + s.coff + (a - s.off), pm, (e - a) * 4, cudaMemcpyDeviceToDevice,
+                                               b->st));
+        }
     }
+}
+
+// ---- NCCL (multi-GPU ZeRO-1) --------------------------------------------------------------
+
+int cuda_nccl_built(void) {
+#ifdef OLMO_NCCL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int cuda_nccl_unique_id(void *id, size_t cap) {
+#ifdef OLMO_NCCL
+    if (cap < sizeof(ncclUniqueId)) return -1;
+    ncclUniqueId u;
+    if (ncclGetUniqueId(&u) != ncclSuccess) return -1;
+    memcpy(id, &u, sizeof u);
+    return (int)sizeof u;
+#else
+    (void)id, (void)cap;
+    return -1;
+#endif
+}
+
+#ifdef OLMO_NCCL
+#define NCCL_CHECK(x)                                                                                    \
+    do {                                                                                                 \
+        ncclResult_t r_ = (x);                                                                           \
+        if (r_ != ncclSuccess) {                                                                         \
+            fprintf(stderr, "olmo: error: NCCL: %s (%s:%d: %s)\n", ncclGetErrorString(r_), __FILE__, __LINE__, #x); \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+#endif
+
+int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen) {
+#ifdef OLMO_NCCL
+    CudaModelBase *b = cm->impl;
+    if (b->olo != bounds[rank] || b->ohi != bounds[rank + 1]) {
+        snprintf(err, errlen, "NCCL: the device optimizer range [%zu, %zu) is not shard %d [%zu, %zu)", b->olo, b->ohi,
+                 rank, bounds[rank], bounds[rank + 1]);
+        return -1;
+    }
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclResult_t r = ncclCommInitRank(&b->comm, world, u, rank);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "NCCL: ncclCommInitRank (rank %d of %d): %s (two ranks on one GPU are refused)", rank,
+                 world, ncclGetErrorString(r));
+        b->comm = nullptr;
+        return -1;
+    }
+    b->world = world;
+    b->rank = rank;
+    b->bounds.assign(bounds, bounds + world + 1);
+    return 0;
+#else
+    (void)cm, (void)id, (void)rank, (void)world, (void)bounds;
+    snprintf(err, errlen, "this binary was built without NCCL");
+    return -1;
+#endif
+}
+
+// Shard r of the summed gradient lands on rank r, in place in grad: one ncclReduce per
+// shard (root r), grouped so NCCL runs them together. Shards are the CPU's uneven
+// chunk-aligned bounds, which ncclReduceScatter (equal counts) cannot express.
+void cuda_grad_reduce(CudaModel *cm) {
+#ifdef OLMO_NCCL
+    CudaModelBase *b = cm->impl;
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < b->world; r++) {
+        float *p = b->grad + b->bounds[r];
+        NCCL_CHECK(ncclReduce(p, p, b->bounds[r + 1] - b->bounds[r], ncclFloat, ncclSum, r, b->comm, b->st));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+#else
+    (void)cm;
+    fprintf(stderr, "olmo: error: cuda_grad_reduce: built without NCCL\n");
+    exit(1);
+#endif
+}
+
+// After AdamW on every shard: each rank broadcasts its shard of the compute weights (bf16;
+// fp32 mode: the master itself) and its pieces of the norm weights (bf16 with a sharded
+// master keeps them in fp32 on every rank).
+void cuda_params_allgather(CudaModel *cm) {
+#ifdef OLMO_NCCL
+    CudaModelBase *b = cm->impl;
+    const ncclDataType_t wt = b->is_bf16 ? ncclBfloat16 : ncclFloat;
+    const size_t es = b->is_bf16 ? 2 : 4;
+    char *w = (char *)b->compute_weights();
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < b->world; r++) {
+        char *p = w + b->bounds[r] * es;
+        NCCL_CHECK(ncclBroadcast(p, p, b->bounds[r + 1] - b->bounds[r], wt, r, b->comm, b->st));
+    }
+    for (const CudaModelBase::NormSeg &s : b->norm_segs)
+        for (int r = 0; r < b->world; r++) {
+            size_t a = s.off > b->bounds[r] ? s.off : b->bounds[r];
+            size_t e = s.off + s.n < b->bounds[r + 1] ? s.off + s.n : b->bounds[r + 1];
+            if (a >= e) continue;
+            float *p = b->normf + s.coff + (a - s.off);
+            NCCL_CHECK(ncclBroadcast(p, p, e - a, ncclFloat, r, b->comm, b->st));
+        }
+    NCCL_CHECK(ncclGroupEnd());
+#else
+    (void)cm;
+    fprintf(stderr, "olmo: error: cuda_params_allgather: built without NCCL\n");
+    exit(1);
+#endif
 }
 
 }   // extern "C"
