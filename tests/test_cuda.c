@@ -1,6 +1,7 @@
 // test_cuda.c: the CUDA backend against the CPU model on olmo3-tiny (every feature on:
 // GQA, QK-norm, the 3:1 sliding/full pattern with window 8 < T = 32, z-loss, masked
-// targets, two micro-batches accumulated in place into the one gradient buffer, clipping).
+// targets, two micro-batches accumulated in place into the one gradient buffer, clipping);
+// then head_dim 128 with GQA, and the same with YaRN RoPE scaling and the document mask.
 //   fp32 mode: logits, loss sums and every parameter's gradient within 2e-5 of the CPU
 //              (max |gpu - cpu| / max |cpu| per tensor, check_parity.py's measure); the
 //              parameters after 5 AdamW steps within 1e-5 of max|cpu| + 1e-7 for >= 99.9%
@@ -93,6 +94,9 @@ static void make_batches(const ModelConfig *cfg, int32_t *inputs, int32_t *label
     for (size_t i = 0; i < n; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         inputs[i] = (int32_t)((s >> 33) % (unsigned)cfg->vocab_size);
+        // document mask: an EOS every 29 tokens on average ends a document (irregular
+        // lengths, documents crossing tile boundaries and the instance boundary)
+        if (cfg->document_mask && (s >> 40) % 29 == 0) inputs[i] = cfg->eos_id;
     }
     for (size_t i = 0; i < n; i++) {
         size_t t = i % Tn;
@@ -281,6 +285,17 @@ int main(int argc, char **argv) {
     compare(&big, PRECISION_FP32);
     snprintf(attn_tag, sizeof attn_tag, "/wmma");
     compare(&big, PRECISION_BF16);
+    // Long-context stage (issue 17): YaRN tables on the full-attention layers and the
+    // intra-document mask, same shapes.
+    ModelConfig lc = big;
+    lc.rope_scaling = (RopeScaling){ROPE_SCALING_YARN, 8.0, 32.0, 1.0, 64};
+    lc.document_mask = 1;
+    lc.eos_id = 3;
+    bad = model_config_check(&lc);
+    if (bad) die("test config: %s", bad);
+    printf("== the same with YaRN (factor 8, original context 64) and the document mask, T = %d\n", T);
+    compare(&lc, PRECISION_FP32);
+    compare(&lc, PRECISION_BF16);
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;

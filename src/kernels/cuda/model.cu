@@ -23,6 +23,7 @@
 
 extern "C" {
 #include "model/config.h"
+#include "model/docmask.h"
 #include "model/params.h"
 }
 #include "kernels/cuda/common.cuh"
@@ -388,6 +389,8 @@ template <typename T> struct CudaModelT : CudaModelBase {
     T *dlogits;
     double *row_ce, *row_z, *norm_part;
     int32_t *tok_d, *tgt_d;
+    int32_t *doc_d = nullptr;   // (N) document starts when cfg.document_mask, else none
+    std::vector<int32_t> doc_h;
     int lm_chunk;
 
     size_t off(const float *p) const { return (size_t)(p - grad); }
@@ -449,6 +452,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         size_t maxw = d.C > d.Q ? d.C : d.Q;
         norm_part = must<double>((size_t)NORM_PARTS * maxw);
         tok_d = must<int32_t>(N); tgt_d = must<int32_t>(N);
+        if (cfg.document_mask) { doc_d = must<int32_t>(N); doc_h.resize(N); }
         const size_t half = (size_t)max_T * d.D / 2;
         rope_cos = must<float>(half); rope_sin = must<float>(half);
         const bool yarn = cfg.rope_scaling.type == ROPE_SCALING_YARN;
@@ -571,7 +575,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         copy_cols(v_l, qkv_l, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);
         rope(q_l, l, B, T_, d.NH, d.D, 1.0f);
         rope(k_l, l, B, T_, d.NKV, d.D, 1.0f);
-        attention_forward_cuda<T>(att_l, lse + sl * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, st);
+        attention_forward_cuda<T>(att_l, lse + sl * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, doc_d, st);
         mm_fwd(ao_l, att_l, W(lw->wo), d.N, d.Q, d.C);
         norm_fwd(h32, hcopy, a_rstd + sl * N, ao_l, nl->attn_norm, (const float *)x, d.N, d.C, d.C, d.C);   // h = x + norm(a)
         mm_fwd(gu_l, h, W(lw->wgu), d.N, d.C, 2 * d.H);
@@ -589,6 +593,11 @@ template <typename T> struct CudaModelT : CudaModelBase {
         const int Vp = cfg.padded_vocab;
         CUDA_CHECK(cudaMemcpyAsync(tok_d, inputs, N * 4, cudaMemcpyHostToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(tgt_d, targets, N * 4, cudaMemcpyHostToDevice, st));
+        if (doc_d) {   // document starts from the tokens by the CPU's function (model/docmask.h)
+            CUDA_CHECK(cudaStreamSynchronize(st));   // doc_h may still feed the previous copy
+            doc_starts_from_tokens(inputs, B, T_, cfg.eos_id, doc_h.data());
+            CUDA_CHECK(cudaMemcpyAsync(doc_d, doc_h.data(), N * 4, cudaMemcpyHostToDevice, st));
+        }
         embedding_fwd_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(res, tok_d, W(mv.embed), d.N, d.C);
         CUDA_LAUNCH_CHECK();
         for (int l = 0; l < d.L; l++) layer_fwd(l, B, T_);
@@ -653,7 +662,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
             norm_bwd(da, lg->attn_norm, (const float *)dres, ao_l, nl->attn_norm, a_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(datt, lg->wo, da, att_l, W(lw->wo), d.N, d.Q, d.C, 0, 0);
             attention_backward_cuda<T>(dq, dk, dv, Di, datt, q_l, k_l, v_l, att_l, lse + sl * N * d.NH, B, T_, d.NH,
-                                       d.NKV, d.D, window, st);
+                                       d.NKV, d.D, window, doc_d, st);
             rope(dq, l, B, T_, d.NH, d.D, -1.0f);
             rope(dk, l, B, T_, d.NKV, d.D, -1.0f);
             norm_bwd(dqkv, lg->q_norm, (const T *)dq, (const T *)qkv_l, nl->q_norm, q_rstd + sl * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
