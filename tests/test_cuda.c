@@ -258,17 +258,23 @@ int main(int argc, char **argv) {
     cuda_device_describe(dev, sizeof dev);
     printf("device: %s\n", dev);
 #endif
+    // OLMO_TEST_CUDA_CASE=N runs only case N (scripts/gpu-check.sh reruns a failed case
+    // under CUDA_LAUNCH_BLOCKING=1 that way).
+    const char *only = getenv("OLMO_TEST_CUDA_CASE");
+    const int want = only && *only ? atoi(only) : 0;
     const ModelPreset *pre = model_preset_find("olmo3-tiny");
     ModelConfig cfg = pre->cfg;
     model_config_derive(&cfg);
-    printf("== olmo3-tiny (head_dim 16, window 8), T = %d\n", T);
-    compare(&cfg, PRECISION_FP32);
-    snprintf(attn_tag, sizeof attn_tag, "/wmma");
-    compare(&cfg, PRECISION_BF16);                 // tensor-core attention (default)
-    setenv("OLMO_CUDA_ATTN", "simt", 1);
-    snprintf(attn_tag, sizeof attn_tag, "/simt");
-    compare(&cfg, PRECISION_BF16);                 // SIMT attention
-    unsetenv("OLMO_CUDA_ATTN");
+    if (!want || want == 1) {
+        printf("== case 1: olmo3-tiny (head_dim 16, window 8), T = %d\n", T);
+        compare(&cfg, PRECISION_FP32);
+        snprintf(attn_tag, sizeof attn_tag, "/wmma");
+        compare(&cfg, PRECISION_BF16);                 // tensor-core attention (default)
+        setenv("OLMO_CUDA_ATTN", "simt", 1);
+        snprintf(attn_tag, sizeof attn_tag, "/simt");
+        compare(&cfg, PRECISION_BF16);                 // SIMT attention
+        unsetenv("OLMO_CUDA_ATTN");
+    }
     // head_dim 128 (the 7B's), GQA 2:1, window 48 and T = 160: partial 64-row tiles and
     // tile skipping in the tensor-core kernels.
     ModelConfig big = cfg;
@@ -281,10 +287,12 @@ int main(int argc, char **argv) {
     const char *bad = model_config_check(&big);
     if (bad) die("test config: %s", bad);
     T = 160;
-    printf("== d 256, 2 heads / 1 kv head of 128, window 48, T = %d\n", T);
-    compare(&big, PRECISION_FP32);
     snprintf(attn_tag, sizeof attn_tag, "/wmma");
-    compare(&big, PRECISION_BF16);
+    if (!want || want == 2) {
+        printf("== case 2: d 256, 2 heads / 1 kv head of 128, window 48, T = %d\n", T);
+        compare(&big, PRECISION_FP32);
+        compare(&big, PRECISION_BF16);
+    }
     // Long-context stage (issue 17): YaRN tables on the full-attention layers and the
     // intra-document mask, same shapes.
     ModelConfig lc = big;
@@ -293,9 +301,11 @@ int main(int argc, char **argv) {
     lc.eos_id = 3;
     bad = model_config_check(&lc);
     if (bad) die("test config: %s", bad);
-    printf("== the same with YaRN (factor 8, original context 64) and the document mask, T = %d\n", T);
-    compare(&lc, PRECISION_FP32);
-    compare(&lc, PRECISION_BF16);
+    if (!want || want == 3) {
+        printf("== case 3: case 2 with YaRN (factor 8, original context 64) and the document mask, T = %d\n", T);
+        compare(&lc, PRECISION_FP32);
+        compare(&lc, PRECISION_BF16);
+    }
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;
