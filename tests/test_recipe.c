@@ -358,7 +358,29 @@ static void test_print_keys(void) {
     CHECK(strstr(out, "optim.lr") && strstr(out, "0.0003") && strstr(out, "olmo3-tiny"), "print_keys output:\n%s", out);
 }
 
+// configs/olmo3-7b-stage3.yml carries every number of OLMo 3's long-context stage
+// (OLMO3.md s.4, OLMo-core's OLMo-3-1025-7B-long-context.py), and the YaRN tables go to
+// the full-attention layers only.
+static void test_stage3_config(void) {
+    Recipe r;
+    recipe_load(&r, "configs/olmo3-7b-stage3.yml", 0, NULL);
+    CHECK(r.seq_len == 65536 && r.global_batch == 64 && r.micro_batch == 1, "stage 3 batch %d x %d", r.global_batch, r.seq_len);
+    CHECK(r.max_tokens == 50000000000L && recipe_total_steps(&r) == 11921, "stage 3 steps %ld", recipe_total_steps(&r));
+    CHECK(r.lr == 2.0712352850360292e-4 && r.warmup_steps == 200 && !strcmp(r.schedule, "linear") && r.alpha_f == 0,
+          "stage 3 schedule %g %ld %s %g", r.lr, r.warmup_steps, r.schedule, r.alpha_f);
+    CHECK(!strcmp(r.load_path, "runs/olmo3-7b/stage2") && r.load_optim && !r.load_trainer_state, "stage 3 load %s", r.load_path);
+    CHECK(!strcmp(r.precision, "bf16") && r.z_loss == 1e-5 && r.max_grad_norm == 1.0 && r.data_seed == 34521, "stage 3 optim");
+    CHECK(r.document_mask && r.eos_id == 100257, "stage 3 document mask");
+    ModelConfig c = recipe_model_config(&r);
+    const RopeScaling want = {ROPE_SCALING_YARN, 8, 32, 1, 8192};
+    CHECK(rope_scaling_equal(&c.rope_scaling, &want), "stage 3 rope scaling");
+    unsigned scaled = 0;
+    for (int l = 0; l < c.n_layers; l++) scaled |= (unsigned)model_layer_rope_scaled(&c, l) << l;
+    CHECK(scaled == 0x88888888u, "YaRN layers mask %x (want the full layers 3, 7, ..., 31)", scaled);
+}
+
 int main(void) {
+    test_stage3_config();
     snprintf(dir, sizeof dir, "%s/olmo_recipe_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_valid();
