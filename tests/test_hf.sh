@@ -98,6 +98,46 @@ PY
 "$OLMO" export-hf $IMP $TMP/hf2 2>/dev/null || fail "re-export"
 cmp $HF/config.json $TMP/hf2/config.json || fail "config.json changed on re-export"
 
+# YaRN (long-context stage): a run with YaRN on its full layers exports transformers'
+# rope_scaling (max_position_embeddings = factor x original, attention_factor given), its
+# logits through the KV-cache path match the reference's YaRN on the full layers only, and
+# import reads it back (recipe.yml, and the same config.json on re-export).
+R3=$TMP/run3 HF3=$TMP/hf3 IMP3=$TMP/imp3
+train $R3 train.max_steps=2 model.rope_scaling=yarn model.rope_scaling_factor=2 model.rope_original_context=16 \
+  || fail "train yarn: $(tail -5 $R3.log)"
+"$OLMO" export-hf $R3 $HF3 2>/dev/null && "$OLMO" import-hf $HF3 $IMP3 2>/dev/null || fail "yarn export/import"
+"$OLMO" export-hf $IMP3 $TMP/hf3b 2>/dev/null && cmp $HF3/config.json $TMP/hf3b/config.json || fail "yarn config.json changed on re-export"
+grep -q 'rope_scaling: "yarn"' $IMP3/recipe.yml && grep -q "rope_original_context: 16" $IMP3/recipe.yml || fail "yarn not in the imported recipe"
+for src in run:$R3 hf:$HF3 imp:$IMP3; do
+  "$OLMO" generate ${src#*:} --tokens $TOKS --max-new 0 --dump-logits $TMP/ylogits-${src%%:*}.st 2>$TMP/gen.log >/dev/null \
+    || fail "generate yarn on ${src%%:*}: $(cat $TMP/gen.log)"
+done
+$PY - $HF3 $TMP $TOKS <<'PY' || fail "yarn reference parity"
+import json, math, sys
+import numpy as np, torch
+sys.path.insert(0, 'tests/ref')
+import olmo_ref, safetensors_io as st
+hf, tmp, toks = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3].split(',')]
+c = json.load(open(f'{hf}/config.json'))
+rs = c['rope_scaling']
+want = dict(rope_type='yarn', factor=2, beta_fast=32, beta_slow=1, original_max_position_embeddings=16)
+assert {k: rs[k] for k in want} == want, rs
+assert abs(rs['attention_factor'] - (0.1 * math.log(2) + 1)) < 1e-12 and c['max_position_embeddings'] == 32, c
+P = {k: torch.from_numpy(v).double() for k, v in st.read(f'{hf}/model.safetensors').items()}
+cfg = olmo_ref.Config(n_heads=c['num_attention_heads'], n_kv_heads=c['num_key_value_heads'],
+                      head_dim=c['head_dim'], rms_eps=c['rms_norm_eps'], rope_theta=c['rope_theta'],
+                      n_layers=c['num_hidden_layers'], layer_types=c['layer_types'],
+                      sliding_window=c['sliding_window'], rope_scaling=rs)
+ref = olmo_ref.forward(P, cfg, torch.tensor([toks]))[0].numpy()
+plain = olmo_ref.forward(P, olmo_ref.Config(cfg, rope_scaling=None), torch.tensor([toks]))[0].numpy()
+assert np.abs(ref - plain).max() > 1e-4, 'YaRN made no difference'
+for name in ('run', 'hf', 'imp'):
+    ours = st.read(f'{tmp}/ylogits-{name}.st')['logits'].astype(np.float64)
+    rel = (np.abs(ours - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
+    print(f'yarn {name}: max rel err vs float64 reference {rel:.3g} (tolerance 1e-5)')
+    assert rel <= 1e-5, f'{name}: {rel}'
+PY
+
 # BF16 shards + index.json, and tied embeddings (lm_head absent)
 $PY - $HF $TMP/shard $TMP/tied <<'PY' || fail "make shards"
 import sys, os, json, shutil; sys.path.insert(0, 'tests/ref')
@@ -161,7 +201,14 @@ mkhf $B "del c['hidden_size']";                          bad "missing key" "miss
 mkhf $B "c['hidden_size'] = 64.5";                       bad "fractional dim" "\"hidden_size\" must be a positive integer" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['num_hidden_layers'] = -4";                   bad "negative dim" "\"num_hidden_layers\" must be a positive integer" "$OLMO" import-hf $B $TMP/o
 mkhf $B "del c['model_type']";                           bad "no model_type" "model_type" "$OLMO" import-hf $B $TMP/o
-mkhf $B "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 8.0}"; bad "yarn" "rope_scaling" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 8.0, 'original_max_position_embeddings': 16}"
+bad "yarn factor vs max_position_embeddings" "max_position_embeddings (32) must equal rope_scaling.factor x original_max_position_embeddings" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['rope_scaling'] = {'rope_type': 'yarn', 'original_max_position_embeddings': 16}"
+bad "yarn without factor" "rope_scaling (yarn) needs a number \"factor\"" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 2.0, 'original_max_position_embeddings': 16, 'attention_factor': 1.0}"
+bad "yarn attention_factor" "attention_factor must be 0.1 ln(factor) + 1" "$OLMO" import-hf $B $TMP/o
+mkhf $B "c['rope_scaling'] = {'rope_type': 'linear', 'factor': 2.0}"; bad "linear rope" "only null, rope_type \"default\" or \"yarn\"" "$OLMO" import-hf $B $TMP/o
+bad "export yarn max-pos" "factor x original context = 32" "$OLMO" export-hf $R3 $TMP/o --max-pos 64
 mkhf $B "c['layer_types'][0] = 'full_attention'";        bad "layer pattern" "layer_types" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['num_attention_heads'] = 3";                  bad "bad dims" "config.json" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['num_key_value_heads'] = 4";                  bad "kv shape" "k_proj.weight: expected shape (64, 64)" "$OLMO" import-hf $B $TMP/o

@@ -10,6 +10,7 @@
 // identity; the only layout difference is the vocab padding of embed_tokens and lm_head.
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,11 +82,87 @@ static int config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const 
     c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->n_layers = (int)v[2]; c->n_heads = (int)v[3];
     c->n_kv_heads = (int)v[4]; c->head_dim = (int)v[5]; c->mlp_hidden = (int)v[6]; c->rope_theta = v[7];
     c->rms_eps = v[8]; c->sliding_window = (int)v[9]; c->full_attn_every = (int)v[10];
+    char rerr[200];
+    if (model_rope_scaling_from_json(o, &c->rope_scaling, rerr, sizeof rerr)) {
+        snprintf(err, errlen, "%s: model config %s", where, rerr);
+        return -1;
+    }
     model_config_derive(c);
     const char *bad = model_config_check(c);
     if (bad) { snprintf(err, errlen, "%s: %s", where, bad); return -1; }
     const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
     if (seq_len && cJSON_IsNumber(sl) && sl->valuedouble >= 0 && sl->valuedouble <= (1 << 30)) *seq_len = (int)sl->valuedouble;
+    return 0;
+}
+
+// ---- HF rope_scaling <-> RopeScaling -------------------------------------------------------------
+// transformers' "yarn" rope_scaling (_compute_yarn_parameters): factor, beta_fast (default
+// 32), beta_slow (default 1), original_max_position_embeddings, attention_factor (default
+// 0.1 ln(factor) + 1). Versions before the rope_parameters rework replace factor by
+// max_position_embeddings / original_max_position_embeddings when the latter is given, so
+// export writes max_position_embeddings = factor * original and import insists on it.
+static void hf_rope_scaling_write(cJSON *o, const RopeScaling *rs) {
+    if (rs->type != ROPE_SCALING_YARN) { cJSON_AddNullToObject(o, "rope_scaling"); return; }
+    cJSON *y = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(y, "rope_type", "yarn");
+    cJSON_AddNumberToObject(y, "factor", rs->factor);
+    cJSON_AddNumberToObject(y, "beta_fast", rs->beta_fast);
+    cJSON_AddNumberToObject(y, "beta_slow", rs->beta_slow);
+    cJSON_AddNumberToObject(y, "original_max_position_embeddings", rs->original_context);
+    cJSON_AddNumberToObject(y, "attention_factor", rope_attention_factor(rs));
+}
+
+static int hf_rope_scaling_read(const cJSON *x, int max_pos, RopeScaling *rs, const char *path, char *err, size_t errlen) {
+    memset(rs, 0, sizeof *rs);
+    if (!x || cJSON_IsNull(x)) return 0;
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(x, "rope_type");
+    if (!ty) ty = cJSON_GetObjectItemCaseSensitive(x, "type");   // the older spelling
+    if (!cJSON_IsObject(x) || !cJSON_IsString(ty) || (strcmp(ty->valuestring, "yarn") && strcmp(ty->valuestring, "default"))) {
+        snprintf(err, errlen, "%s: rope_scaling: only null, rope_type \"default\" or \"yarn\" are supported", path);
+        return -1;
+    }
+    if (!strcmp(ty->valuestring, "default")) return 0;
+    static const char *unsupported[] = {"mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(x, unsupported[i])) {
+            snprintf(err, errlen, "%s: rope_scaling.%s is not supported (OLMo 3's YaRN has none)", path, unsupported[i]);
+            return -1;
+        }
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(x, "truncate");
+    if (tr && !cJSON_IsTrue(tr)) {
+        snprintf(err, errlen, "%s: rope_scaling.truncate false is not supported (OLMo-core floors/ceils the ramp ends)", path);
+        return -1;
+    }
+    const char *names[4] = {"factor", "beta_fast", "beta_slow", "original_max_position_embeddings"};
+    double v[4] = {0, 32, 1, max_pos};   // HF's defaults
+    for (int i = 0; i < 4; i++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(x, names[i]);
+        if (!e || cJSON_IsNull(e)) {
+            if (i == 0 || v[i] <= 0) {
+                snprintf(err, errlen, "%s: rope_scaling (yarn) needs a number \"%s\"", path, names[i]);
+                return -1;
+            }
+            continue;
+        }
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= 1e9) ||
+            (i == 3 && e->valuedouble != (double)(int)e->valuedouble)) {
+            snprintf(err, errlen, "%s: rope_scaling.%s must be a positive number%s", path, names[i], i == 3 ? " (an integer)" : "");
+            return -1;
+        }
+        v[i] = e->valuedouble;
+    }
+    *rs = (RopeScaling){ROPE_SCALING_YARN, v[0], v[1], v[2], (int)v[3]};
+    if (max_pos > 0 && fabs((double)max_pos - v[0] * v[3]) > 0.5) {
+        snprintf(err, errlen, "%s: max_position_embeddings (%d) must equal rope_scaling.factor x original_max_position_embeddings "
+                 "(%g x %d): transformers versions differ on which of the two they use", path, max_pos, v[0], (int)v[3]);
+        return -1;
+    }
+    const cJSON *af = cJSON_GetObjectItemCaseSensitive(x, "attention_factor");
+    if (af && !cJSON_IsNull(af) && !(cJSON_IsNumber(af) && fabs(af->valuedouble - rope_attention_factor(rs)) <= 1e-6 * rope_attention_factor(rs))) {
+        snprintf(err, errlen, "%s: rope_scaling.attention_factor must be 0.1 ln(factor) + 1 = %.9g (YaRN's; no other is supported)",
+                 path, rope_attention_factor(rs));
+        return -1;
+    }
     return 0;
 }
 
@@ -135,12 +212,11 @@ static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t err
     s->hf_tied = cJSON_IsTrue(x);
     x = cJSON_GetObjectItemCaseSensitive(o, "attention_bias");
     if (cJSON_IsTrue(x)) { snprintf(err, errlen, "%s: attention_bias true is not supported (OLMo 3 has no biases)", path); goto out; }
-    x = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
-    if (x && !cJSON_IsNull(x)) {
-        snprintf(err, errlen, "%s: rope_scaling is set (e.g. YaRN of the long-context stage); only plain RoPE "
-                 "(rope_scaling null) is supported", path);
+    // YaRN applies to the full-attention layers only, as in OLMo-core's OLMo 3 (some
+    // transformers versions apply it to every layer: docs/long-context.md).
+    if (hf_rope_scaling_read(cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), s->seq_len, &c->rope_scaling, path, err,
+                             errlen) != 0)
         goto out;
-    }
     // layer_types -> full_attn_every: layer i is full iff i % every == every - 1.
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(o, "sliding_window");
@@ -476,6 +552,12 @@ int cmd_export_hf(int argc, char **argv) {
     param_table_build(&t, c);
     float *params = xmalloc_aligned(sizeof(float) * t.total);
     if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    if (c->rope_scaling.type == ROPE_SCALING_YARN) {   // HF reads the factor from this ratio (hf_rope_scaling_write)
+        int want = (int)lround(c->rope_scaling.factor * c->rope_scaling.original_context);
+        if (max_pos && max_pos != want)
+            die_input("export-hf: --max-pos %d: with YaRN max_position_embeddings must be factor x original context = %d", max_pos, want);
+        max_pos = want;
+    }
     if (!max_pos) max_pos = s.seq_len > 0 ? s.seq_len : DEFAULT_MAX_POS;
     if (mkdir_p(out) != 0) die_input("export-hf: cannot create %s: %s", out, strerror(errno));
 
@@ -493,7 +575,7 @@ int cmd_export_hf(int argc, char **argv) {
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "max_position_embeddings", max_pos);
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    cJSON_AddNullToObject(o, "rope_scaling");
+    hf_rope_scaling_write(o, &c->rope_scaling);
     cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_eps);
     cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
@@ -630,6 +712,13 @@ int cmd_import_hf(int argc, char **argv) {
     r->n_kv_heads = c->n_kv_heads; r->head_dim = c->head_dim; r->mlp_hidden = c->mlp_hidden;
     r->rope_theta = c->rope_theta; r->rms_eps = c->rms_eps; r->sliding_window = c->sliding_window;
     r->full_attn_every = c->full_attn_every;
+    if (c->rope_scaling.type == ROPE_SCALING_YARN) {
+        snprintf(r->rope_scaling, sizeof r->rope_scaling, "yarn");
+        r->rope_factor = c->rope_scaling.factor;
+        r->rope_beta_fast = c->rope_scaling.beta_fast;
+        r->rope_beta_slow = c->rope_scaling.beta_slow;
+        r->rope_original_context = c->rope_scaling.original_context;
+    }
     r->seq_len = seq_len;
     if (r->global_batch % r->micro_batch) r->micro_batch = 1;
     if (r->max_steps <= 0 && r->max_tokens <= 0) r->max_steps = 1;
