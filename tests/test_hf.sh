@@ -19,10 +19,16 @@ for f in config.json model.safetensors generation_config.json; do [ -s $HF/$f ] 
 [ -s $IMP/model.safetensors ] && [ -s $IMP/recipe.yml ] || fail "import: missing outputs"
 
 TOKS=$($PY -c 'import random; random.seed(3); print(",".join(str(random.randrange(1000)) for _ in range(24)))')
-for src in run:$R hf:$HF imp:$IMP ckpt:$R/checkpoints/step-00000010 file:$R/model.safetensors; do
-  "$OLMO" generate ${src#*:} --tokens $TOKS --max-new 0 --dump-logits $TMP/logits-${src%%:*}.st 2>$TMP/gen.log >/dev/null \
-    || fail "generate on ${src%%:*}: $(cat $TMP/gen.log)"
-done
+# dump_logits PREFIX name:SRC...: olmo generate's logits of TOKS (KV-cache path) for each
+# source into $TMP/PREFIX-name.st
+dump_logits() {
+  local pre=$1; shift
+  for src in "$@"; do
+    "$OLMO" generate ${src#*:} --tokens $TOKS --max-new 0 --dump-logits $TMP/$pre-${src%%:*}.st 2>$TMP/gen.log >/dev/null \
+      || fail "generate on ${src%%:*}: $(cat $TMP/gen.log)"
+  done
+}
+dump_logits logits run:$R hf:$HF imp:$IMP ckpt:$R/checkpoints/step-00000010 file:$R/model.safetensors
 
 # (a) reference parity + config.json content
 $PY - $HF $TMP $TOKS <<'PY' || fail "reference parity"
@@ -108,10 +114,7 @@ train $R3 train.max_steps=2 model.rope_scaling=yarn model.rope_scaling_factor=2 
 "$OLMO" export-hf $R3 $HF3 2>/dev/null && "$OLMO" import-hf $HF3 $IMP3 2>/dev/null || fail "yarn export/import"
 "$OLMO" export-hf $IMP3 $TMP/hf3b 2>/dev/null && cmp $HF3/config.json $TMP/hf3b/config.json || fail "yarn config.json changed on re-export"
 grep -q 'rope_scaling: "yarn"' $IMP3/recipe.yml && grep -q "rope_original_context: 16" $IMP3/recipe.yml || fail "yarn not in the imported recipe"
-for src in run:$R3 hf:$HF3 imp:$IMP3; do
-  "$OLMO" generate ${src#*:} --tokens $TOKS --max-new 0 --dump-logits $TMP/ylogits-${src%%:*}.st 2>$TMP/gen.log >/dev/null \
-    || fail "generate yarn on ${src%%:*}: $(cat $TMP/gen.log)"
-done
+dump_logits ylogits run:$R3 hf:$HF3 imp:$IMP3
 $PY - $HF3 $TMP $TOKS <<'PY' || fail "yarn reference parity"
 import json, math, sys
 import numpy as np, torch
