@@ -23,6 +23,8 @@ struct Backend {
     float *host_grad;   // host-MPI: this rank's summed gradient, downloaded (table.total)
     float *stage;       // NCCL checkpoints: this rank's part of one tensor (largest tensor)
     size_t lo, hi;      // the device's optimizer range
+    int recompute;      // activation recompute on
+    char recompute_why[160];
 #endif
 };
 
@@ -138,9 +140,22 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
             be->host_grad = xmalloc_aligned(sizeof(float) * total);
         }
     }
-    // OLMO_CUDA_RECOMPUTE=1: per-block activation recompute (docs/cuda.md).
+    // Per-block activation recompute (docs/cuda.md): OLMO_CUDA_RECOMPUTE=1 or 0 decides;
+    // unset, it is turned on when the plan without it does not fit the device's free
+    // memory (less 5% for the CUDA context, cuBLASLt and fragmentation): the 7B on one GPU.
     const char *rc = getenv("OLMO_CUDA_RECOMPUTE");
-    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, rc && atoi(rc) > 0, be->lo,
+    if (rc && *rc) {
+        be->recompute = atoi(rc) > 0;
+        snprintf(be->recompute_why, sizeof be->recompute_why, "OLMO_CUDA_RECOMPUTE=%s", rc);
+    } else {
+        CudaMemPlan plan;
+        cuda_mem_plan(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, 0, be->lo, be->hi, &plan);
+        double fr = (double)cuda_device_free_bytes();
+        be->recompute = fr > 0 && plan.total > 0.95 * fr;
+        snprintf(be->recompute_why, sizeof be->recompute_why, "auto: %.1f GiB planned without it, %.1f GiB free",
+                 plan.total / 1073741824.0, fr / 1073741824.0);
+    }
+    be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, be->recompute, be->lo,
                                be->hi, err, errlen);
     if (!be->cm) {
         backend_free(be);
@@ -184,12 +199,12 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 #ifdef OLMO_CUDA
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
-    snprintf(out, outlen, "backend: cuda, %s, %s%s | %.2f GiB on the device", dev,
+    snprintf(out, outlen, "backend: cuda, %s, %s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
              be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
                                         : "fp32 throughout",
              be->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
                       : be->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",
-             cuda_model_bytes(be->cm) / 1073741824.0);
+             be->recompute ? "on" : "off", be->recompute_why, cuda_model_bytes(be->cm) / 1073741824.0);
 #else
     (void)outlen;
 #endif

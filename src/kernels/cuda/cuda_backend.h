@@ -48,6 +48,8 @@ int cuda_device_count(char *err, size_t errlen);
 void cuda_select_device(int local_rank);
 // Device name and memory for logs.
 void cuda_device_describe(char *out, size_t outlen);
+// Free bytes on the current device now (0 if unknown).
+size_t cuda_device_free_bytes(void);
 
 // Allocate everything for micro-batches up to (max_B, max_T). bf16: 1 = bf16 weights and
 // activations (fp32 master, grads, Adam, residual stream), 0 = fp32 throughout. recompute:

@@ -707,6 +707,15 @@ void cuda_device_describe(char *out, size_t outlen) {
              p.totalGlobalMem / 1073741824.0);
 }
 
+size_t cuda_device_free_bytes(void) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return fr;
+}
+
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
                              int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
     if (!cuda_device_count(err, errlen)) return NULL;
