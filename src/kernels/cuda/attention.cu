@@ -41,17 +41,17 @@ __device__ __forceinline__ bool visible(int i, int j, int Tn, int window) {
     return i < Tn && j < Tn && j <= i && j > i - window;
 }
 
-// With the document mask (ds = doc_start (B, T), NULL = none) query i of row b also sees
-// only keys of its own document: j >= ds[b, i] (OLMo-core intra-document attention;
+// With the document mask (docs = doc_start (B, T), NULL = none) query i of row b also sees
+// only keys of its own document: j >= docs[b, i] (OLMo-core intra-document attention;
 // model/docmask.h). doc_start never decreases along a row, so a query tile's first row
-// has the smallest start: the key-tile loops start at max(window start, ds[b, q0]).
-__device__ __forceinline__ bool visible_doc(const int32_t *ds, int b, int i, int j, int Tn, int window) {
-    return visible(i, j, Tn, window) && (!ds || j >= ds[(size_t)b * Tn + i]);
+// has the smallest start: the key-tile loops start at max(window start, docs[b, q0]).
+__device__ __forceinline__ bool visible_doc(const int32_t *docs, int b, int i, int j, int Tn, int window) {
+    return visible(i, j, Tn, window) && (!docs || j >= docs[(size_t)b * Tn + i]);
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(NTHREADS) attn_fwd_kernel(T *out, float *lse, const T *q, const T *k, const T *v,
-                                                            int Tn, int NH, int NKV, int window, const int32_t *ds, float scale) {
+                                                            int Tn, int NH, int NKV, int window, const int32_t *docs, float scale) {
     constexpr int S = D / TPR;
     __shared__ float Ks[BK][D], Vs[BK][D];
     const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_kernel(T *out, float *lse, 
     }
     float m = -INFINITY, l = 0.0f;
     const int q0 = qt * BQ, q1 = min(q0 + BQ, Tn) - 1;
-    const int klo = max(max(0, q0 - window + 1), ds ? ds[(size_t)b * Tn + q0] : 0);
+    const int klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
     for (int k0 = (klo / BK) * BK; k0 <= q1; k0 += BK) {
         __syncthreads();
         for (int e = threadIdx.x; e < BK * D; e += NTHREADS) {
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_kernel(T *out, float *lse, 
 #pragma unroll
             for (int s = 0; s < S; s++) acc += qr[s] * Ks[j][s * TPR + lane];
             acc = row_reduce(acc) * scale;
-            sc[j] = visible_doc(ds, b, i, k0 + j, Tn, window) ? acc : -INFINITY;
+            sc[j] = visible_doc(docs, b, i, k0 + j, Tn, window) ? acc : -INFINITY;
             tmax = fmaxf(tmax, sc[j]);
         }
         float mnew = fmaxf(m, tmax);
@@ -127,7 +127,7 @@ __global__ void attn_di_kernel(float *Di, const T *dout, const T *out, int B, in
 template <typename T, int D>
 __global__ void __launch_bounds__(NTHREADS) attn_dkdv_kernel(T *dk, T *dv, const float *Di, const T *dout, const T *q,
                                                              const T *k, const T *v, const float *lse, int Tn, int NH,
-                                                             int NKV, int window, const int32_t *ds, float scale) {
+                                                             int NKV, int window, const int32_t *docs, float scale) {
     constexpr int S = D / TPR;
     __shared__ float Qs[BQ][D], dOs[BQ][D];
     __shared__ float Ls[BQ], Ds[BQ];
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_dkdv_kernel(T *dk, T *dv, const
                 }
                 s1 = row_reduce(s1) * scale;
                 s2 = row_reduce(s2);
-                float p = visible_doc(ds, b, i, j, Tn, window) ? expf(s1 - Ls[rr]) : 0.0f;
+                float p = visible_doc(docs, b, i, j, Tn, window) ? expf(s1 - Ls[rr]) : 0.0f;
                 float ds = p * (s2 - Ds[rr]) * scale;
 #pragma unroll
                 for (int s = 0; s < S; s++) {
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_dkdv_kernel(T *dk, T *dv, const
 template <typename T, int D>
 __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *Di, const T *dout, const T *q,
                                                            const T *k, const T *v, const float *lse, int Tn, int NH,
-                                                           int NKV, int window, const int32_t *ds, float scale) {
+                                                           int NKV, int window, const int32_t *docs, float scale) {
     constexpr int S = D / TPR;
     __shared__ float Ks[BK][D], Vs[BK][D];
     const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
     const float L = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
     const float Dr = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
     const int q0 = qt * BQ, q1 = min(q0 + BQ, Tn) - 1;
-    const int klo = max(max(0, q0 - window + 1), ds ? ds[(size_t)b * Tn + q0] : 0);
+    const int klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
     for (int k0 = (klo / BK) * BK; k0 <= q1; k0 += BK) {
         __syncthreads();
         for (int e = threadIdx.x; e < BK * D; e += NTHREADS) {
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
             }
             s1 = row_reduce(s1) * scale;
             s2 = row_reduce(s2);
-            float p = visible_doc(ds, b, i, k0 + jj, Tn, window) ? expf(s1 - L) : 0.0f;
+            float p = visible_doc(docs, b, i, k0 + jj, Tn, window) ? expf(s1 - L) : 0.0f;
             float ds = p * (s2 - Dr) * scale;
 #pragma unroll
             for (int s = 0; s < S; s++) dqr[s] += ds * Ks[jj][s * TPR + lane];
@@ -285,7 +285,7 @@ template <int D> constexpr size_t fwd_smem() {
 
 template <int D>
 __global__ void __launch_bounds__(WTHREADS) attn_fwd_wmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
-                                                          const bf16 *v, int Tn, int NH, int NKV, int window, const int32_t *ds,
+                                                          const bf16 *v, int Tn, int NH, int NKV, int window, const int32_t *docs,
                                                           float scale) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *Ks = Qs + WQ * D, *Vs = Ks + WK * D;
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_fwd_wmma(bf16 *out, float *lse,
         Ms[threadIdx.x] = -INFINITY;
         Ls[threadIdx.x] = 0.0f;
     }
-    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), ds ? ds[(size_t)b * Tn + q0] : 0);
+    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
     const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2), d0 = (lane & 1) * (D / 2);
     for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
         __syncthreads();
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_fwd_wmma(bf16 *out, float *lse,
         float *srow = Ss + r * WK;
         float mx = -INFINITY;
         for (int c = c0; c < c0 + WK / 2; c++) {
-            float sv = visible_doc(ds, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
+            float sv = visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
             srow[c] = sv;
             mx = fmaxf(mx, sv);
         }
@@ -395,7 +395,7 @@ __device__ __forceinline__ void write_frag(bf16 *dst, const FragC &f, float *scr
 template <int D>
 __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, const float *Di, const bf16 *dout,
                                                            const bf16 *q, const bf16 *k, const bf16 *v,
-                                                           const float *lse, int Tn, int NH, int NKV, int window, const int32_t *ds,
+                                                           const float *lse, int Tn, int NH, int NKV, int window, const int32_t *docs,
                                                            float scale) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * D, *Qs = Vs + WK * D, *dOs = Qs + WQ * D;
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
             __syncwarp();
             for (int c = c0; c < c0 + WQ / 2; c++) {
                 int i = q0 + c;
-                float p = visible_doc(ds, b, i, j, Tn, window) ? expf(St[r * WQ + c] * scale - Lq[c]) : 0.0f;
+                float p = visible_doc(docs, b, i, j, Tn, window) ? expf(St[r * WQ + c] * scale - Lq[c]) : 0.0f;
                 float ds = p * (dPt[r * WQ + c] - Dq[c]) * scale;
                 Pt[r * WQ + c] = __float2bfloat16(p);
                 dSt[r * WQ + c] = __float2bfloat16(ds);
@@ -485,7 +485,7 @@ template <int D> constexpr size_t dq_smem() {
 template <int D>
 __global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *Di, const bf16 *dout, const bf16 *q,
                                                          const bf16 *k, const bf16 *v, const float *lse, int Tn,
-                                                         int NH, int NKV, int window, const int32_t *ds, float scale) {
+                                                         int NH, int NKV, int window, const int32_t *docs, float scale) {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *dOs = Qs + WQ * D, *Ks = dOs + WQ * D, *Vs = Ks + WK * D;
     float *Ss = (float *)(Vs + WK * D), *dPs = Ss + WQ * WK;
@@ -504,7 +504,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *
     FragC dQf[D / 16];
 #pragma unroll
     for (int nb = 0; nb < D / 16; nb++) wmma::fill_fragment(dQf[nb], 0.0f);
-    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), ds ? ds[(size_t)b * Tn + q0] : 0);
+    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
     const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2);
     for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
         __syncthreads();
@@ -532,7 +532,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *
         }
         __syncwarp();
         for (int c = c0; c < c0 + WK / 2; c++) {
-            float p = visible_doc(ds, b, i, k0 + c, Tn, window) ? expf(Ss[r * WK + c] * scale - Lr[r]) : 0.0f;
+            float p = visible_doc(docs, b, i, k0 + c, Tn, window) ? expf(Ss[r * WK + c] * scale - Lr[r]) : 0.0f;
             dSs[r * WK + c] = __float2bfloat16(p * (dPs[r * WK + c] - Dr[r]) * scale);
         }
         __syncwarp();
@@ -576,26 +576,26 @@ int attention_head_dim_supported(int D) { return D == 16 || D == 32 || D == 64 |
 
 template <typename T>
 void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T *v, int B, int Tn, int NH, int NKV,
-                            int D, int window, const int32_t *ds, cudaStream_t st) {
+                            int D, int window, const int32_t *docs, cudaStream_t st) {
     float scale = 1.0f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) {
         if (use_wmma()) {
             dim3 gw((Tn + WQ - 1) / WQ, NH, B);
             DISPATCH_D(D, smem_limit(attn_fwd_wmma<DD>, fwd_smem<DD>());
-                       attn_fwd_wmma<DD><<<gw, WTHREADS, fwd_smem<DD>(), st>>>(out, lse, q, k, v, Tn, NH, NKV, window, ds, scale));
+                       attn_fwd_wmma<DD><<<gw, WTHREADS, fwd_smem<DD>(), st>>>(out, lse, q, k, v, Tn, NH, NKV, window, docs, scale));
             CUDA_LAUNCH_CHECK();
             return;
         }
     }
     dim3 grid((Tn + BQ - 1) / BQ, NH, B);
-    DISPATCH_D(D, attn_fwd_kernel<T, DD><<<grid, NTHREADS, 0, st>>>(out, lse, q, k, v, Tn, NH, NKV, window, ds, scale));
+    DISPATCH_D(D, attn_fwd_kernel<T, DD><<<grid, NTHREADS, 0, st>>>(out, lse, q, k, v, Tn, NH, NKV, window, docs, scale));
     CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
 void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, const T *q, const T *k, const T *v,
                              const T *out, const float *lse, int B, int Tn, int NH, int NKV, int D, int window,
-                             const int32_t *ds, cudaStream_t st) {
+                             const int32_t *docs, cudaStream_t st) {
     float scale = 1.0f / sqrtf((float)D);
     size_t rows = (size_t)B * Tn * NH;
     attn_di_kernel<T><<<(unsigned)((rows + 255) / 256), 256, 0, st>>>(Di, dout, out, B, Tn, NH, D);
@@ -604,18 +604,18 @@ void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, cons
         if (use_wmma()) {
             dim3 gkw((Tn + WK - 1) / WK, NKV, B), gqw((Tn + WQ - 1) / WQ, NH, B);
             DISPATCH_D(D, smem_limit(attn_dkdv_wmma<DD>, dkdv_smem<DD>());
-                       attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, ds, scale));
+                       attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
             CUDA_LAUNCH_CHECK();
             DISPATCH_D(D, smem_limit(attn_dq_wmma<DD>, dq_smem<DD>());
-                       attn_dq_wmma<DD><<<gqw, WTHREADS, dq_smem<DD>(), st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, ds, scale));
+                       attn_dq_wmma<DD><<<gqw, WTHREADS, dq_smem<DD>(), st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
             CUDA_LAUNCH_CHECK();
             return;
         }
     }
     dim3 gkv((Tn + BK - 1) / BK, NKV, B), gq((Tn + BQ - 1) / BQ, NH, B);
-    DISPATCH_D(D, attn_dkdv_kernel<T, DD><<<gkv, NTHREADS, 0, st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, ds, scale));
+    DISPATCH_D(D, attn_dkdv_kernel<T, DD><<<gkv, NTHREADS, 0, st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
     CUDA_LAUNCH_CHECK();
-    DISPATCH_D(D, attn_dq_kernel<T, DD><<<gq, NTHREADS, 0, st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, ds, scale));
+    DISPATCH_D(D, attn_dq_kernel<T, DD><<<gq, NTHREADS, 0, st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
     CUDA_LAUNCH_CHECK();
 }
 

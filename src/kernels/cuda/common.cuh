@@ -50,14 +50,14 @@ __device__ __forceinline__ float block_max(float x, float *shared) {
 }
 
 // Attention entry points (attention.cu), T = float or bf16.
-// q (B,T,NH,D), k, v (B,T,NKV,D), out (B,T,NH,D), lse (B,NH,T). window <= T. ds: device
-// doc_start (B,T) (query t sees keys max(ds[b,t], t-window+1) .. t), or NULL = no document mask.
+// q (B,T,NH,D), k, v (B,T,NKV,D), out (B,T,NH,D), lse (B,NH,T). window <= T. docs: device
+// doc_start (B,T) (query t sees keys max(docs[b,t], t-window+1) .. t), or NULL = no document mask.
 template <typename T>
 void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T *v, int B, int Tn, int NH, int NKV,
-                            int D, int window, const int32_t *ds, cudaStream_t st);
+                            int D, int window, const int32_t *docs, cudaStream_t st);
 // Di (B,NH,T) scratch. dq, dk, dv overwritten.
 template <typename T>
 void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, const T *q, const T *k, const T *v,
                              const T *out, const float *lse, int B, int Tn, int NH, int NKV, int D, int window,
-                             const int32_t *ds, cudaStream_t st);
+                             const int32_t *docs, cudaStream_t st);
 int attention_head_dim_supported(int D);
