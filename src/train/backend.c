@@ -157,7 +157,11 @@ Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max
     }
     be->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, prec == PRECISION_BF16, be->recompute, be->lo,
                                be->hi, err, errlen);
-    if (!be->cm) {
+    // All ranks fail together (a rank out of memory must not leave the others waiting in
+    // the NCCL set-up below).
+    const int failed = be->cm == NULL;
+    if (tc->world > 1 ? dist_any(failed) : failed) {
+        if (!failed) snprintf(err, errlen, "train.backend=cuda: another rank could not create its CUDA model");
         backend_free(be);
         return NULL;
     }
