@@ -136,7 +136,7 @@ if ! run test_cuda 40 "$TC"; then
   { echo; echo "==== rerun: OLMO_TEST_CUDA_CASE=${c:-all} CUDA_LAUNCH_BLOCKING=1"; } >>"$OUT/test_cuda.log"
   APPEND=1 run test_cuda 25 env OLMO_TEST_CUDA_CASE="${c:-}" CUDA_LAUNCH_BLOCKING=1 "$TC"
 fi
-excerpt test_cuda "^== |logits|gradients|loss:|determinism|FAIL|passed|SKIP|error|rerun" 24
+excerpt test_cuda "^== |memory plan|logits|gradients|loss:|determinism|FAIL|passed|SKIP|error|rerun" 24
 run test_cuda_sh 55 bash tests/test_cuda.sh
 excerpt test_cuda_sh "continue|determinism|FAIL|passed|SKIP|mismatch|step |error" 12
 WORK=$(mktemp -d)

@@ -267,6 +267,25 @@ int main(int argc, char **argv) {
     model_config_derive(&cfg);
     if (!want || want == 1) {
         printf("== case 1: olmo3-tiny (head_dim 16, window 8), T = %d\n", T);
+#ifdef OLMO_CUDA
+        // The memory plan (`olmo info --backend cuda`) is what the allocator requests, for
+        // every precision / recompute / optimizer-range combination.
+        ParamTable pt;
+        param_table_build(&pt, &cfg);
+        for (int v = 0; v < 8; v++) {
+            const int bfv = v & 1, rec = (v >> 1) & 1, half = (v >> 2) & 1;
+            const size_t lo = half ? 65536 : 0, hi = half ? 2 * 65536 : pt.total;
+            CudaModel *cm = cuda_model_create(&cfg, &pt, 2, T, bfv, rec, lo, hi, err, sizeof err);
+            if (!cm) die("cuda_model_create: %s", err);
+            CudaMemPlan plan;
+            cuda_mem_plan(&cfg, &pt, 2, T, bfv, rec, lo, hi, &plan);
+            CHECK((double)cuda_model_bytes(cm) == plan.total, "memory plan %s%s%s: allocated %zu, planned %.0f",
+                  bfv ? "bf16" : "fp32", rec ? " recompute" : "", half ? " shard" : "", cuda_model_bytes(cm), plan.total);
+            cuda_model_destroy(cm);
+        }
+        param_table_free(&pt);
+        printf("memory plan == allocation: 8 combinations checked\n");
+#endif
         compare(&cfg, PRECISION_FP32);
         snprintf(attn_tag, sizeof attn_tag, "/wmma");
         compare(&cfg, PRECISION_BF16);                 // tensor-core attention (default)
