@@ -59,7 +59,12 @@ const char *model_config_check(const ModelConfig *c) {
         if (!(rs->beta_fast > rs->beta_slow && rs->beta_fast <= 1e6))
             return "model.rope_beta_fast must be > model.rope_beta_slow (and <= 1e6) with yarn";
         if (rs->original_context <= 0) return "model.rope_original_context must be > 0 with yarn";
+        // HF export writes factor x original as max_position_embeddings (an int)
+        if (rs->factor * rs->original_context > (double)(1 << 30))
+            return "model.rope_scaling_factor x model.rope_original_context must be <= 2^30 with yarn";
     }
+    if (c->document_mask && (c->eos_id < 0 || c->eos_id >= c->vocab_size))
+        return "data.eos_id must be a token id below model.vocab_size with data.document_mask";
     return NULL;
 }
 
