@@ -338,7 +338,9 @@ static void fetch_range(Backend *be, const TrainCore *tc, int which, size_t off,
         return;
     }
     size_t a = be->lo > off ? be->lo : off, e = be->hi < off + n ? be->hi : off + n;
-    if (e < a) e = a;
+    // No overlap (a tensor wholly before or after this shard): an empty download at the
+    // shard's start; [a, a) itself can lie past the shard, which cuda_download_range refuses.
+    if (e <= a) a = e = be->lo;
     cuda_download_range(be->cm, which, a, e, be->stage);
     dist_gather_range(be->stage, dst, off, off + n, tc->bounds);
 }
