@@ -80,6 +80,13 @@ run() {
   return $rc
 }
 excerpt() { grep -E "$2" "$OUT/$1.log" 2>/dev/null | head -"${3:-12}" | sed 's/^/  /' | tee -a "$S"; }
+# noskip NAME: the GPU tests exit 0 with "SKIP: no CUDA device (...)" where they see no
+# usable device (a driver older than the CUDA 13 runtime, no device visible); on the GPU
+# machine that is a failure, not a pass.
+noskip() {
+  local l; l=$(grep -m1 '^SKIP: no CUDA device' "$OUT/$1.log" 2>/dev/null) || return 0
+  note "[$1] FAILED: the test saw no CUDA device: $l"; FAILED+=("$1")
+}
 
 note "gpu-check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), budget ${BUDGET_S}s"
 run env 10 bash -c 'nvidia-smi; nvcc --version; python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; nproc; free -g'
@@ -136,8 +143,10 @@ if ! run test_cuda 40 "$TC"; then
   { echo; echo "==== rerun: OLMO_TEST_CUDA_CASE=${c:-all} CUDA_LAUNCH_BLOCKING=1"; } >>"$OUT/test_cuda.log"
   APPEND=1 run test_cuda 25 env OLMO_TEST_CUDA_CASE="${c:-}" CUDA_LAUNCH_BLOCKING=1 "$TC"
 fi
+noskip test_cuda
 excerpt test_cuda "^== |memory plan|logits|gradients|loss:|determinism|FAIL|passed|SKIP|error|rerun" 24
 run test_cuda_sh 55 bash tests/test_cuda.sh
+noskip test_cuda_sh
 excerpt test_cuda_sh "continue|determinism|FAIL|passed|SKIP|mismatch|step |error" 12
 WORK=$(mktemp -d)
 run hf_compare 35 python3 scripts/gpu_hf_compare.py --olmo "$BIN/olmo" --test-cuda "$TC" --work "$WORK/hf"
@@ -151,6 +160,7 @@ rm -rf "$WORK"
 # (b) 16 of the 32 layers without recompute, the side-by-side with PyTorch.
 run bench_ours 90 bash -c "timeout -k 5 55 '$TB' preset=olmo3-7b T=8192 B=1 steps=1 warmup=1 precision=bf16 recompute=1;
   echo '---'; timeout -k 5 30 '$TB' preset=olmo3-7b layers=16 T=8192 B=1 steps=1 warmup=1 precision=bf16"
+noskip bench_ours
 excerpt bench_ours "RESULT|device:|^step|error|note|bench:" 14
 eager=0
 run bench_torch 45 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2 --no-compile || eager=$?
