@@ -54,19 +54,23 @@ tasks=(--task brown_next_sentence=data/brown/tasks/brown_next_sentence.jsonl
 $OLMO eval runs/brown/stage3 --recipe runs/brown/stage3/recipe.yml "${tasks[@]}" eval.max_examples=100 \
   --json > runs/brown/stage3/downstream.json
 
-# The downstream scores join stage 3's metrics as an eval record at its last step, so
-# the report plots them with the rest.
+# The downstream scores join stage 3's eval record at its last step (the report reads a
+# second record at the same step as a replay that replaces the first, so they are merged
+# into it, not appended), and the report plots them with the rest. Idempotent on rerun.
 /usr/bin/python3 - <<'PY'
-import json
+import json, os
 run = "runs/brown/stage3"
-last = max(json.loads(l)["step"] for l in open(run + "/metrics.jsonl") if '"kind":"train"' in l)
-d = json.load(open(run + "/downstream.json"))
-rec = {"kind": "eval", "step": last, **{k: v for k, v in d.items() if k.startswith("task/")}}
-with open(run + "/metrics.jsonl") as f:
-    lines = [l for l in f if not (l.startswith('{"kind":"eval"') and '"task/' in l and json.loads(l)["step"] == last)]
+recs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+last = max(r["step"] for r in recs if r.get("kind") == "train")
+tasks = {k: v for k, v in json.load(open(run + "/downstream.json")).items() if k.startswith("task/")}
+at_last = [r for r in recs if r.get("kind") == "eval" and r["step"] == last]
+if at_last:
+    at_last[-1].update(tasks)
+else:
+    recs.append({"kind": "eval", "step": last, **tasks})
 with open(run + "/metrics.jsonl.tmp", "w") as f:
-    f.writelines(lines + [json.dumps(rec, separators=(",", ":")) + "\n"])
-import os; os.replace(run + "/metrics.jsonl.tmp", run + "/metrics.jsonl")
+    f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in recs)
+os.replace(run + "/metrics.jsonl.tmp", run + "/metrics.jsonl")
 PY
 
 say "report"
