@@ -4,7 +4,9 @@
 // set's CE must equal the token-weighted mean of model_forward_backward run on each
 // document alone (B=1, T=its length), bpb must use the tokenizer's byte lengths of the
 // predicted targets, and the numbers must not depend on micro_batch or eval.max_docs
-// slicing. Also eval_due.
+// slicing. Also eval_due, and the forward hook (eval_set_forward): sets and tasks routed
+// through a hook that runs another Model give bitwise the unhooked numbers, and the Model
+// handed to eval_run is never run (its lazy activations stay unallocated).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,108 @@ static void load(Recipe *r, const char *yml, int micro_batch, long max_docs) {
     snprintf(ov3, sizeof ov3, "eval.max_docs=%ld", max_docs);
     char *ov[] = {ov1, ov2, ov3};
     recipe_load(r, yml, 3, ov);
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward hook
+
+typedef struct {
+    Model *m;       // the model the hook runs (the trainer's would be the device model)
+    int calls, max_B, max_T;
+    int too_big;    // a batch beyond (micro_batch, seq_len)
+} HookCtx;
+
+static void hook_forward(void *ctx, const int32_t *inputs, const int32_t *targets, int B, int T, float *tok_ce) {
+    HookCtx *h = ctx;
+    h->calls++;
+    if (B > h->max_B || T > h->max_T) h->too_big++;
+    model_forward_backward(h->m, inputs, targets, B, T, 0.0f, 1.0f, NULL, NULL, tok_ce);
+}
+
+// Every number of a and b (eval/seconds aside) is the same double.
+static void same_record(const cJSON *a, const cJSON *b, const char *what) {
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it) || !strcmp(it->string, "eval/seconds")) continue;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, it->string);
+        CHECK(cJSON_IsNumber(v) && v->valuedouble == it->valuedouble, "%s: %s %.17g vs %.17g", what, it->string,
+              it->valuedouble, cJSON_IsNumber(v) ? v->valuedouble : NAN);
+        n++;
+    }
+    CHECK(cJSON_GetArraySize(a) == cJSON_GetArraySize(b), "%s: %d vs %d fields", what, cJSON_GetArraySize(a),
+          cJSON_GetArraySize(b));
+    printf("%s: %d numbers bitwise equal\n", what, n);
+}
+
+// dolma2 vocabulary (tasks are text) on the tiny shape; a set of random documents (some
+// longer than seq_len) and a task whose few-shot context is longer than seq_len (left
+// truncation), micro_batch 3 so batches are partial and of varying length.
+static void test_forward_hook(void) {
+    char *set_path = path_in("hook.heldout.npy"), *task_path = path_in("hook_task.jsonl"), *yml = path_in("hook.yml");
+    enum { HEOS = 100257 };
+    uint32_t tok[600];
+    size_t n = 0;
+    unsigned s = 777;
+    for (int d = 0; d < 9; d++) {
+        int len = (int)((s = s * 1103515245u + 12345u) >> 16) % 30;
+        for (int i = 0; i < len; i++) tok[n++] = ((s = s * 1103515245u + 12345u) >> 16) % 100000;
+        tok[n++] = HEOS;
+    }
+    FILE *f = fopen(set_path, "wb");
+    fwrite(tok, 4, n, f);
+    fclose(f);
+    f = fopen(task_path, "w");
+    fprintf(f, "{\"context\": \"The cat sat on the\", \"choices\": [\" mat\", \" moon\", \" idea\"], \"gold\": 0}\n"
+               "{\"context\": \"\", \"choices\": [\"One two three\", \"Four\"], \"gold\": 1}\n"
+               "{\"context\": \"Two plus two is\", \"choices\": [\" four\", \" five\"], \"gold\": 0, "
+               "\"fewshot\": [{\"context\": \"One plus one is a sum that people learn early in school, and it is\", "
+               "\"choices\": [\" two\", \" three\"], \"gold\": 0}]}\n");
+    fclose(f);
+    f = fopen(yml, "w");
+    fprintf(f,
+            "model: {preset: olmo3-tiny, vocab_size: 100278}\n"
+            "train: {seq_len: %d, global_batch: 3, micro_batch: 3, max_steps: 1}\n"
+            "data: {paths: [unused.npy]}\n"
+            "eval: {sets: [\"%s\"], tasks: [\"%s\"]}\n",
+            SEQ, set_path, task_path);
+    fclose(f);
+    Recipe *r = xcalloc(1, sizeof *r);
+    recipe_load(r, yml, 0, NULL);
+    ModelConfig cfg = recipe_model_config(r);
+    Model run, host;   // run: what the hook runs; host: the trainer's lazy CPU copy
+    model_create(&run, &cfg, 3, SEQ);
+    param_init(&run.table, run.params, 11);
+    model_create_lazy(&host, &cfg, 3, SEQ);
+    memcpy(host.params, run.params, sizeof(float) * run.table.total);
+
+    Evaluator *e = eval_create(r);
+    cJSON *plain = cJSON_CreateObject(), *hooked = cJSON_CreateObject();
+    eval_run(e, &run, plain);   // no hook: the CPU path
+    HookCtx h = {&run, 0, 3, SEQ, 0};
+    eval_set_forward(e, hook_forward, &h);
+    eval_run(e, &host, hooked);
+    CHECK(h.calls > 0, "the hook was never called");
+    CHECK(h.too_big == 0, "the hook got %d batches beyond (micro_batch, seq_len)", h.too_big);
+    CHECK(host.acts.res == NULL, "eval_run with a hook allocated the CPU Model's activations");
+    CHECK(cJSON_GetObjectItemCaseSensitive(plain, "task/hook_task/acc") != NULL, "the task did not run");
+    same_record(plain, hooked, "hooked vs CPU path");
+    // m may be NULL with a hook; unsetting it goes back to the Model.
+    cJSON *nul = cJSON_CreateObject(), *back = cJSON_CreateObject();
+    eval_run(e, NULL, nul);
+    same_record(plain, nul, "hooked with m = NULL");
+    eval_set_forward(e, NULL, NULL);
+    eval_run(e, &run, back);
+    same_record(plain, back, "hook unset");
+    printf("forward hook: %d hooked batches\n", h.calls);
+
+    cJSON_Delete(plain); cJSON_Delete(hooked); cJSON_Delete(nul); cJSON_Delete(back);
+    eval_free(e);
+    model_destroy(&run);
+    model_destroy(&host);
+    free(r);
+    unlink(set_path); unlink(task_path); unlink(yml);
+    free(set_path); free(task_path); free(yml);
 }
 
 int main(void) {
@@ -161,6 +265,7 @@ int main(void) {
     CHECK(due[4] && due[8] && due[10] && !due[1] && !due[5] && !due[9], "eval_due interval 4");
     CHECK(eval_due(NULL, 10, 10) == 0, "eval_due(NULL)");
     eval_print_summary(out, 10);
+    test_forward_hook();
 
     cJSON_Delete(out);
     eval_free(e);

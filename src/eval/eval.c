@@ -11,6 +11,8 @@
 // and the macro average over sets. Sums are kept per document and reduced in document
 // order, so a future data-parallel split (each rank a contiguous slice of documents)
 // gives the same numbers at any world size.
+// Every forward goes through eval_forward_rows: the CPU Model, or the hook set by
+// eval_set_forward (the trainer's device model under train.backend=cuda).
 #include "eval/eval.h"
 
 #include <errno.h>
@@ -134,7 +136,8 @@ void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, d
                 tg[t] = valid && t + 1 >= r->first ? r->seq[t + 1] : -100;
             }
         }
-        model_forward_backward(m, e->inp, e->tgt, nb, T, 0.0f, 1.0f, NULL, NULL, e->tok_ce);
+        if (e->fwd) e->fwd(e->fwd_ctx, e->inp, e->tgt, nb, T, e->tok_ce);
+        else model_forward_backward(m, e->inp, e->tgt, nb, T, 0.0f, 1.0f, NULL, NULL, e->tok_ce);
         for (int i = 0; i < nb; i++) {
             double s = 0;
             const int32_t *tg = e->tgt + (size_t)i * T;
@@ -248,9 +251,17 @@ static void add_num(cJSON *out, const char *kind, const char *name, const char *
     else cJSON_AddNullToObject(out, key);   // JSON has no inf/nan
 }
 
+void eval_set_forward(Evaluator *e, EvalForwardFn fn, void *ctx) {
+    if (!e) return;
+    e->fwd = fn;
+    e->fwd_ctx = fn ? ctx : NULL;
+}
+
 void eval_run(Evaluator *e, Model *m, cJSON *out) {
     if (!e) return;
-    if (m->max_B < e->B || m->max_T < e->T)
+    // The hook's model was sized by its owner for (micro_batch, seq_len); the CPU Model's
+    // buffers matter only when it runs the forward.
+    if (!e->fwd && (m->max_B < e->B || m->max_T < e->T))
         die("eval_run: the model's buffers (%d, %d) are smaller than (micro_batch %d, seq_len %d)", m->max_B, m->max_T,
             e->B, e->T);
     double t0 = now_seconds();

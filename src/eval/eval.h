@@ -9,6 +9,8 @@
 #ifndef OLMO_EVAL_H
 #define OLMO_EVAL_H
 
+#include <stdint.h>
+
 #include "model/model.h"
 #include "train/recipe.h"
 
@@ -23,8 +25,19 @@ void eval_free(Evaluator *e);
 // 1 when an in-loop evaluation is due after `step` (every eval.interval steps, and at the
 // last step).
 int eval_due(const Evaluator *e, long step, long total_steps);
-// Evaluate the model's current parameters; adds the fields to `out`. The model must have
-// been created for (micro_batch, seq_len) of the recipe; evaluation uses the same buffers.
+// A forward on another model than the CPU one (the trainer's CUDA model, whose weights
+// are already current there): per-token CE in nats of targets (B, T) into tok_ce (B*T),
+// as model_forward_backward's tok_ce; entries at masked targets (< 0) are not read.
+// B <= micro_batch and T <= seq_len of the recipe; inputs, targets and tok_ce are host
+// buffers the Evaluator owns.
+typedef void (*EvalForwardFn)(void *ctx, const int32_t *inputs, const int32_t *targets, int B, int T, float *tok_ce);
+// Route every evaluation forward through fn(ctx, ...) instead of the CPU Model; fn NULL
+// goes back to the CPU Model. With a hook, eval_run never runs the Model (its lazy
+// activations stay unallocated) and m may be NULL.
+void eval_set_forward(Evaluator *e, EvalForwardFn fn, void *ctx);
+// Evaluate the model's current parameters; adds the fields to `out`. Without a forward
+// hook the model must have been created for (micro_batch, seq_len) of the recipe;
+// evaluation uses the same buffers.
 void eval_run(Evaluator *e, Model *m, cJSON *out);
 // One-line summary of the result (macro CE and per-set CE) for the progress output.
 void eval_print_summary(const cJSON *out, long step);

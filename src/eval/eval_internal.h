@@ -52,6 +52,8 @@ struct Evaluator {
     int32_t *inp, *tgt;     // (B*T) batch buffers
     float *tok_ce;          // (B*T)
     const char *details_path;  // optional JSONL of per-example task scores (olmo eval --details)
+    EvalForwardFn fwd;      // eval_set_forward: the forward in place of the CPU Model; NULL = the Model
+    void *fwd_ctx;
 };
 
 // A row of a forward batch: a token sequence seq[0..n) with n-1 <= T. Inputs are
@@ -63,6 +65,7 @@ typedef struct {
 
 // Forward rows B at a time; ce_out[i] = sum of the per-token CE (nats) of row i's scored
 // targets. A row's sum depends only on the row (causal attention; padding is masked).
+// The forward is e->fwd when set (m unused, may be NULL), else model_forward_backward on m.
 void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, double *ce_out);
 
 // tasks.c
