@@ -6,6 +6,10 @@
 # checkpoint resumed on the CPU continue the CPU-only run's metrics within bf16 noise
 # (loss, ce, grad norm, lr: 5e-2 relative), and within 1e-4 in train.precision=fp32;
 # two GPU runs are bitwise identical; with mpirun, 2 and 4 GPU ranks are bitwise identical.
+# In-loop evaluation on the device (eval.device=auto): its held-out CE at the last step
+# matches `olmo eval` (CPU, fp32) of the run's model.safetensors within 1e-5 relative in
+# fp32 mode and within 1e-2 in bf16 mode (a bound set before any GPU run: measure it on
+# the first one and tighten it); eval.device=cpu (the host copy) matches it to 1e-12.
 source "$(dirname "$0")/resume_lib.sh"
 
 bad() {   # bad NAME EXPECTED-SUBSTRING [args...]
@@ -58,6 +62,43 @@ train "$TMP/gb" train.max_steps=4 ckpt.interval=0 train.backend=cuda
 same_metrics "$TMP/ga" "$TMP/gb"
 cmp "$TMP/ga/model.safetensors" "$TMP/gb/model.safetensors" || fail "two GPU runs differ"
 echo "GPU determinism: two runs bitwise identical"
+# In-loop evaluation on the device vs `olmo eval` on the CPU (fp32, the yardstick) of the
+# same final weights. A held-out set of 12 documents of ids < 999 (EOS 999 for the 1000-id
+# preset), some longer than seq_len (truncated), so batches are partial and of varying T.
+$PY - "$TMP/held.npy" <<'PY'
+import random, struct, sys
+random.seed(11)
+ids = []
+for d in range(12):
+    ids += [random.randrange(999) for _ in range(random.randrange(1, 50))] + [999]
+open(sys.argv[1], 'wb').write(struct.pack('<%dI' % len(ids), *ids))
+PY
+{ cat "$TMP/r.yml"; echo "eval: {sets: [\"held=$TMP/held.npy\"], eos_id: 999, interval: 2}"; } >"$TMP/ev.yml"
+# eval_vs_cpu DIR DEVICE TOL [key=value...]: train 3 steps with evaluation, then compare
+# the last in-loop record with `olmo eval DIR/model.safetensors` (relative TOL).
+eval_vs_cpu() {
+  local d=$1 dev=$2 tol=$3; shift 3
+  "$OLMO" train "$TMP/ev.yml" train.run_dir="$d" train.max_steps=3 ckpt.interval=0 train.backend=cuda "$@" >"$d.log" 2>&1 \
+    || { cat "$d.log"; fail "$d: train failed"; }
+  "$OLMO" eval "$d/model.safetensors" --recipe "$TMP/ev.yml" --json >"$d.eval.json" 2>"$d.eval.log" \
+    || { cat "$d.eval.log"; fail "$d: olmo eval failed"; }
+  $PY - "$d/metrics.jsonl" "$d.eval.json" "$dev" "$tol" <<'PY' || fail "$d: in-loop evaluation vs olmo eval"
+import json, sys
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get('kind') == 'eval']
+assert [r['step'] for r in recs] == [0, 2, 3], [r['step'] for r in recs]
+last, ref, tol = recs[-1], json.load(open(sys.argv[2])), float(sys.argv[4])
+assert all(r['eval/device'] == sys.argv[3] for r in recs), [r['eval/device'] for r in recs]
+for k in ('eval/held/ce', 'eval/held/bpb'):
+    d = abs(last[k] - ref[k]) / abs(ref[k])
+    print(f'{sys.argv[3]} in-loop {k} {last[k]!r} vs olmo eval (cpu fp32) {ref[k]!r}: rel {d:.3g} (tol {tol:g})')
+    assert d <= tol, k
+assert last['eval/held/tokens'] == ref['eval/held/tokens']
+PY
+}
+eval_vs_cpu "$TMP/ev32" "cuda fp32" 1e-5 train.precision=fp32
+eval_vs_cpu "$TMP/ev16" "cuda bf16" 1e-2
+eval_vs_cpu "$TMP/evcpu" "cpu fp32" 1e-12 eval.device=cpu
+echo "in-loop evaluation on the device: fp32 within 1e-5 and bf16 within 1e-2 of olmo eval (CPU fp32); eval.device=cpu within 1e-12"
 # Data parallel on the GPU (mpirun, ranks share the device here): NCCL refuses two ranks
 # on one device, so this runs the host-MPI fallback (OLMO_CUDA_NCCL=0). Its step is
 # bitwise identical for 2 and 4 ranks (2 and 1 micro-batches per rank: the in-place

@@ -3,7 +3,7 @@
 # (and line, for task files): malformed task lines, gold out of range, no choices, empty
 # choice, bad few-shot, invalid UTF-8, set files with no complete document or nothing to
 # predict, ids outside the vocabulary, a truncated token file, missing files, a bad
-# checkpoint, nothing to evaluate, bad eval.* values.
+# checkpoint, nothing to evaluate, bad eval.* values (eval.device included).
 set -u
 cd "$(dirname "$0")/.."
 OLMO=${OLMO_BIN:-build/olmo}
@@ -90,5 +90,6 @@ expect ckpt_bad      "$C" -- "$C" "${S[@]}" --set "$T/good.npy"
 expect nothing       "nothing to evaluate" -- "$C" "${S[@]}"
 expect no_recipe     "--recipe" -- "$C" --set "$T/good.npy"
 expect bad_interval  "eval.interval must be >= 0" -- "$C" "${S[@]}" --set "$T/good.npy" eval.interval=-1
+expect bad_device    "eval.device must be auto or cpu, got 'gpu'" -- "$C" "${S[@]}" --set "$T/good.npy" eval.device=gpu
 expect bad_key       "eval.max_doc.*eval.max_docs" -- "$C" "${S[@]}" --set "$T/good.npy" eval.max_doc=3
 exit $fail

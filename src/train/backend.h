@@ -5,8 +5,9 @@
 // global-norm clip, skip-step and AdamW; with mpirun, one GPU per rank and ZeRO-1 over
 // NCCL (or the host-MPI fallback). After backend_sync_from_host the device owns the
 // optimizer state (the host m, v are released); checkpoints stream from the device
-// (backend_save_checkpoint) in the same fp32 HF safetensors as the CPU writes, and
-// backend_sync_to_host refreshes Model.params for evaluation and the final weights.
+// (backend_save_checkpoint) in the same fp32 HF safetensors as the CPU writes,
+// backend_sync_to_host refreshes Model.params for the final weights (and CPU evaluation,
+// eval.device=cpu), and in-loop evaluation runs on the device (backend_forward_backward).
 // docs/cuda.md.
 #ifndef OLMO_BACKEND_H
 #define OLMO_BACKEND_H
@@ -54,7 +55,10 @@ void backend_sync_to_host(Backend *be, TrainCore *tc, int optim);
 // unless the host keeps Adam (host-MPI fallback). No-op on cpu.
 void backend_sync_from_host(Backend *be, TrainCore *tc);
 // Forward (and backward with grads) of one micro-batch on the backend, as
-// model_forward_backward (grads: the flat host buffer to receive them, or NULL). For tests.
+// model_forward_backward (grads: the flat host buffer to receive them, or NULL). Tests,
+// and in-loop evaluation on the device (grads NULL, tok_ce: the trainer's eval hook):
+// without grads it touches neither the gradient nor the optimizer state, so the next
+// training step is unaffected.
 LossSums backend_forward_backward(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
                                   int T, float z_coef, float inv_count, float *grads, float *logits_out, float *tok_ce);
 

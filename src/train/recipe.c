@@ -119,6 +119,7 @@ static const Key KEYS[] = {
     {"eval.max_examples", T_LONG, F(eval_max_examples), "0", "examples per task, the first ones; 0 = all"},
     {"eval.tokenizer", T_STR, F(eval_tokenizer), "", "tokenizer.json for byte counts and task text; \"\" = dolma2 default (env OLMO_TOKENIZER)"},
     {"eval.eos_id", T_LONG, F(eval_eos_id), "100257", "document separator in eval set files (dolma2 EOS)"},
+    {"eval.device", T_STR, F(eval_device), "auto", "in-loop evaluation: auto = on the training backend's model (cuda: the device, in the run's precision) | cpu = the fp32 CPU model"},
 
     {"ckpt.interval", T_LONG, F(ckpt_interval), "1000", "write a checkpoint every this many steps (and at the end); 0 = only at the end"},
     {"ckpt.keep_last", T_INT, F(ckpt_keep_last), "3", "keep the newest this many checkpoints (at least 1)"},
@@ -633,6 +634,8 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: train.backend must be cpu or cuda, got '%s'", o, r->backend);
     if (r->precision[0] && strcmp(r->precision, "fp32") && strcmp(r->precision, "bf16"))
         die_input("%s: train.precision must be fp32 or bf16 (or empty for the backend's default), got '%s'", o, r->precision);
+    if (strcmp(r->eval_device, "auto") && strcmp(r->eval_device, "cpu"))
+        die_input("%s: eval.device must be auto or cpu, got '%s'", o, r->eval_device);
     if (r->log_every <= 0) die_input("%s: train.log_every must be > 0, got %d", o, r->log_every);
     if (r->memo_k < 2 || r->memo_k > 64) die_input("%s: alarm.memo_k must be in 2..64, got %d", o, r->memo_k);
     if (!(r->memo_drop > 0)) die_input("%s: alarm.memo_drop must be > 0, got %g", o, r->memo_drop);

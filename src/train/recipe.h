@@ -85,6 +85,7 @@ typedef struct {
     long eval_max_examples;     // examples per task; 0 = all
     char eval_tokenizer[RECIPE_MAX_STR];  // "" = default dolma2 path (byte counts, task text)
     long eval_eos_id;           // document separator in set files (dolma2 EOS 100257)
+    char eval_device[16];       // auto (the training backend's model) | cpu (the fp32 CPU model)
 
     // ckpt.*
     long ckpt_interval;         // steps between checkpoints; 0 = only the final one

@@ -192,12 +192,32 @@ static double watched_ce(const cJSON *o, const char *key) {
     return NAN;
 }
 
-static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch *w) {
+// In-loop evaluation on the training backend's model (train.backend=cuda, eval.device
+// auto): the device already holds the current weights, so nothing crosses to the host and
+// the CPU Model's activations (79 GiB of fp32 for the 7B at T = 8192) are never allocated.
+// A forward without gradients, in the run's precision; every rank's device holds the full
+// compute weights (ZeRO-1 shards only the master and Adam), so rank 0 evaluates alone.
+typedef struct {
+    Backend *be;
+    TrainCore *tc;
+} DeviceEval;
+
+static void device_eval_forward(void *ctx, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                float *tok_ce) {
+    DeviceEval *d = ctx;
+    backend_forward_backward(d->be, d->tc, inputs, targets, B, T, 0.0f, 1.0f, NULL, NULL, tok_ce);
+}
+
+// device: what evaluates, for the record ("cpu fp32", "cuda bf16", "cuda fp32").
+static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch *w, const char *device) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kind", "eval");
     cJSON_AddNumberToObject(o, "step", (double)step);
-    // Held-out numbers are computed in fp32 whatever the training precision, so runs in
-    // different precisions are judged by the same measure (the weights are fp32 anyway).
+    cJSON_AddStringToObject(o, "eval/device", device);
+    // On the CPU model held-out numbers are computed in fp32 whatever the training
+    // precision, so runs in different precisions are judged by the same measure (the
+    // weights are fp32 anyway). A device hook runs in the run's precision; this switch only
+    // concerns the CPU matmuls and is then idle.
     MatmulPrecision prec = matmul_get_precision();
     matmul_set_precision(MATMUL_FP32);
     eval_run(ev, m, o);
@@ -311,7 +331,7 @@ int cmd_train(int argc, char **argv) {
     Precision bprec;
     if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
-    // fp32 for evaluation; under cuda the host copy only evaluates).
+    // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
     matmul_set_precision(bkind == BACKEND_CPU && bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
 
     // Open the data, the eval sets and the checkpoint before anything is written: bad
@@ -330,8 +350,9 @@ int cmd_train(int argc, char **argv) {
     Model m;
     // Refuse, before allocating, what this machine cannot hold (src/model/limits.h).
     char lim[512];
-    // train.backend=cuda: the host holds the fp32 params (checkpoints, evaluation) and Adam
-    // only until it is uploaded; CPU activations are allocated if evaluation needs them.
+    // train.backend=cuda: the host holds the fp32 params (checkpoints, the final weights)
+    // and Adam only until it is uploaded; CPU activations are allocated only if evaluation
+    // runs on the CPU model (eval.device=cpu).
     if (bkind == BACKEND_CUDA ? model_check_size(&cfg, MB, T, lim, sizeof lim) : model_check_memory(&cfg, MB, T, lim, sizeof lim))
         fail_all(rank, 2, lim);
     if (bkind == BACKEND_CUDA) model_create_lazy(&m, &cfg, MB, T);
@@ -453,6 +474,12 @@ int cmd_train(int argc, char **argv) {
         if (!be) fail_all(rank, 2, msg);
         backend_sync_from_host(be, &tc);   // initialized or loaded params + Adam m, v -> device
     }
+    // Where in-loop evaluation runs: on the device model (no host sync, the run's
+    // precision) unless eval.device=cpu asks for the fp32 CPU model as before.
+    const int dev_eval = be && !strcmp(r->eval_device, "auto");
+    DeviceEval deval = {be, &tc};
+    if (dev_eval) eval_set_forward(ev, device_eval_forward, &deval);   // ev NULL (ranks > 0): no-op
+    const char *eval_on = !dev_eval ? "cpu fp32" : bprec == PRECISION_BF16 ? "cuda bf16" : "cuda fp32";
 
     char path[4200];
     if (rank == 0 && resume == 0 && !strcmp(r->resume, "never")) {
@@ -524,13 +551,16 @@ int cmd_train(int argc, char **argv) {
     Watch watch = {0};
     memo_alarm_init(&watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(watch.set, sizeof watch.set, "eval/%s/ce", r->memo_set);
-    // Rank 0 evaluates on the CPU model; with a CUDA backend every rank takes part in
-    // bringing the weights to the host (NCCL: rank 0 gathers the shards), so all decide.
+    // Rank 0 evaluates. On the CPU model with a CUDA backend (eval.device=cpu) every rank
+    // takes part in bringing the weights to the host (NCCL: rank 0 gathers the shards), so
+    // all decide; on the device model rank 0 needs nobody (the others wait at the next
+    // collective).
+    const int host_eval_sync = be && !dev_eval;
     int due = ev && start_step == 0;
-    if (be) due = dist_any(due);
+    if (host_eval_sync) due = dist_any(due);
     if (due) {
-        if (be) backend_sync_to_host(be, &tc, 0);
-        if (ev) run_eval(ev, &m, &log, 0, &watch);
+        if (host_eval_sync) backend_sync_to_host(be, &tc, 0);
+        if (ev) run_eval(ev, &m, &log, 0, &watch, eval_on);
     }
 
     int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
@@ -586,10 +616,10 @@ int cmd_train(int argc, char **argv) {
         // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
         watch_loss(&watch, res.loss);
         due = ev && eval_due(ev, step, total_steps);
-        if (be) due = dist_any(due);
+        if (host_eval_sync) due = dist_any(due);
         if (due) {
-            if (be) backend_sync_to_host(be, &tc, 0);
-            if (ev) run_eval(ev, &m, &log, step, &watch);
+            if (host_eval_sync) backend_sync_to_host(be, &tc, 0);
+            if (ev) run_eval(ev, &m, &log, step, &watch, eval_on);
         }
         // Every rank sees the same decision: a signal to any rank stops them all here.
         if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
