@@ -17,7 +17,8 @@
 //              second with activation recompute (OLMO_CUDA_RECOMPUTE=1).
 // Without a device (or a binary built without CUDA): prints "SKIP: no CUDA device" and
 // exits 0. `test_cuda dump OUTDIR [PRESET] [T]` writes weights, tokens and CPU/GPU logits
-// for scripts/gpu_hf_compare.py.
+// for scripts/gpu_hf_compare.py; `test_cuda dump OUTDIR PRESET T yarn=F` (CPU only, runs
+// without a device) the same model with YaRN (factor F, original context T/F) and CPU logits.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,21 +199,36 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     run_free(&gpu);
 }
 
-// dump OUTDIR [PRESET] [T]: weights (model.safetensors + recipe.yml for export-hf), tokens
-// (tokens.i32, B=2 rows), logits of the CPU and of the GPU in fp32 and bf16 (*.f32, (N, Vp)).
+// dump OUTDIR [PRESET] [T] [yarn=F]: weights (model.safetensors + recipe.yml for export-hf),
+// tokens (tokens.i32, B=2 rows), logits of the CPU and of the GPU in fp32 and bf16 (*.f32,
+// (N, Vp)). With yarn=F (CPU only, no device needed, no document mask): YaRN factor F,
+// beta_fast 32, beta_slow 1, original context T/F on the full-attention layers
+// (logits_cpu.f32); where T <= the sliding window (sliding layers then see every key, as
+// full ones do) also logits_cpu_yarn_all.f32: the same weights with every layer full, i.e.
+// YaRN on all layers (what a transformers version that scales every layer computes).
 static int dump(int argc, char **argv) {
     const char *out = argv[2];
     const char *preset = argc > 3 ? argv[3] : "olmo3-60m";
     int Tn = argc > 4 ? atoi(argv[4]) : 512, B = 2;
+    const double yf = argc > 5 && !strncmp(argv[5], "yarn=", 5) ? atof(argv[5] + 5) : 0;
     const ModelPreset *pre = model_preset_find(preset);
     if (!pre) die_input("unknown preset %s", preset);
     ModelConfig cfg = pre->cfg;
+    if (argc > 5 && !(yf >= 1 && Tn % (int)yf == 0 && yf == (int)yf))
+        die_input("dump: %s: expected yarn=F with F an integer >= 1 dividing T = %d", argv[5], Tn);
+    if (yf) cfg.rope_scaling = (RopeScaling){ROPE_SCALING_YARN, yf, 32.0, 1.0, Tn / (int)yf};
     model_config_derive(&cfg);
+    const char *bad = model_config_check(&cfg);
+    if (bad) die_input("dump: %s", bad);
     mkdir_p(out);
     char path[4096];
     snprintf(path, sizeof path, "%s/recipe.yml", out);
-    char yml[256];
-    snprintf(yml, sizeof yml, "model: {preset: %s}\ntrain: {seq_len: %d}\n", preset, Tn);
+    char yml[512];
+    if (yf)
+        snprintf(yml, sizeof yml,
+                 "model: {preset: %s, rope_scaling: yarn, rope_scaling_factor: %g, rope_beta_fast: 32, rope_beta_slow: 1, "
+                 "rope_original_context: %d}\ntrain: {seq_len: %d}\n", preset, yf, Tn / (int)yf, Tn);
+    else snprintf(yml, sizeof yml, "model: {preset: %s}\ntrain: {seq_len: %d}\n", preset, Tn);
     write_file_atomic(path, yml, strlen(yml));
     Model m;
     model_create(&m, &cfg, B, Tn);
@@ -228,6 +244,25 @@ static int dump(int argc, char **argv) {
     model_forward_backward(&m, tok, tgt, B, Tn, 0.0f, 1.0f, NULL, lg, NULL);
     snprintf(path, sizeof path, "%s/logits_cpu.f32", out);
     write_file_atomic(path, lg, sizeof(float) * N * Vp);
+    if (yf) {
+        if (Tn <= cfg.sliding_window) {
+            ModelConfig all = cfg;
+            all.full_attn_every = 1;
+            Model m2;
+            model_create(&m2, &all, B, Tn);
+            if (m2.table.total != m.table.total) die("dump: the all-full model has another parameter layout");
+            memcpy(m2.params, m.params, sizeof(float) * m.table.total);
+            model_forward_backward(&m2, tok, tgt, B, Tn, 0.0f, 1.0f, NULL, lg, NULL);
+            snprintf(path, sizeof path, "%s/logits_cpu_yarn_all.f32", out);
+            write_file_atomic(path, lg, sizeof(float) * N * Vp);
+            model_destroy(&m2);
+        }
+        printf("dump: %s (%s, B=%d, T=%d, Vp=%zu, YaRN factor %g, original context %d; CPU only%s)\n", out, preset, B, Tn,
+               Vp, yf, Tn / (int)yf, Tn <= cfg.sliding_window ? "; + YaRN on all layers" : "; T > window: no all-layers variant");
+        free(tok); free(tgt); free(lg);
+        model_destroy(&m);
+        return 0;
+    }
 #ifdef OLMO_CUDA
     for (int bf = 0; bf < 2; bf++) {
         char err[512];
@@ -248,6 +283,7 @@ int main(int argc, char **argv) {
     BackendKind k;
     Precision p;
     char err[512];
+    if (argc >= 6 && !strcmp(argv[1], "dump") && !strncmp(argv[5], "yarn=", 5)) return dump(argc, argv);   // CPU only
     if (backend_resolve("cuda", "", &k, &p, err, sizeof err) != 0) {
         printf("SKIP: no CUDA device (%s)\n", err);
         return 0;
