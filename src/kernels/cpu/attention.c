@@ -4,8 +4,9 @@
 // then one sgemm with V. With a document mask (doc_start != NULL) a row's first key is
 // also raised to its document's start; since that bound is non-decreasing along t, the
 // block's key range starts at its first row's bound, so keys of earlier documents are
-// skipped (never multiplied), not just masked. Memory is linear in T: only the output and each row's
-// log-sum-exp are saved; the backward recomputes the probabilities from q, k and lse.
+// skipped (never multiplied), not just masked. Memory is linear in T: only the output and
+// each row's log-sum-exp are saved; the backward recomputes the probabilities from q, k
+// and lse.
 // Determinism: each forward output row is produced by one task; in the backward one task
 // per (batch, kv head) walks its query heads and blocks in a fixed order, so dk/dv sums
 // are ordered identically at any thread count. sgemm runs single-threaded inside our
@@ -100,6 +101,7 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
                         int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+    (void)out;   // D_i comes from P and dP (below); the interface keeps O for the CUDA kernel
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int wlen = window < T ? window : T;
@@ -125,7 +127,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const int nk = hi - lo;
                         const size_t qoff = ((size_t)b * T + i0) * ldq + (size_t)h * D;
                         const size_t koff = ((size_t)b * T + lo) * ldk + (size_t)g * D;
-                        const float *Qb = q + qoff, *dOb = dout + qoff, *Ob = out + qoff;
+                        const float *Qb = q + qoff, *dOb = dout + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
                         scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
@@ -136,11 +138,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         }
                         // dP (nq, nk) = dO V^T
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, 1.0f, dOb, ldq, Vb, ldk, 0.0f, dP, nk);
-                        for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(dO * O)) * scale
-                            const float *o = Ob + (size_t)r * ldq, *d_o = dOb + (size_t)r * ldq;
-                            float Di = 0.0f;
-                            for (int d = 0; d < D; d++) Di += d_o[d] * o[d];
+                        for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(P * dP)) * scale
+                            // rowsum(P * dP) equals rowsum(dO * O) (O = P V); taken from the
+                            // same dP values it makes each row of dS sum to zero up to the
+                            // rounding of sum(P), so a row that sees one key (P = 1: a window
+                            // of 1, a one-token document) gets dS = 0 exactly, whatever
+                            // order the BLAS summed dP in.
                             float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
+                            float Di = 0.0f;
+                            for (int c = 0; c < nk; c++) Di += pr[c] * dpr[c];
 #pragma omp simd
                             for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
                         }
