@@ -1,7 +1,10 @@
 // test_checkpoint.c: unit checks under the checkpoint and ZeRO-1 code: shard bounds,
 // AdamW applied shard by shard == AdamW on the whole table (bitwise), checkpoint write +
 // load of a shard range (bitwise, train state exact incl. non-finite skip-step history),
-// retention, and a load refusing a checkpoint of another model without touching outputs.
+// retention, a load refusing a checkpoint of another model without touching outputs, and
+// the streamed write of a CUDA run (ckpt_commit_fetch: tensor by tensor from the device
+// instead of a host snapshot) giving byte for byte the snapshot writer's files, with fetch
+// asked for every tensor once in the documented order.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,44 @@
 #include "util/common.h"
 
 #include "check.h"
+
+typedef struct {
+    const float *buf[3];   // params, m, v (host stand-ins for the device buffers)
+    const ParamTable *t;
+    int calls, in_order;
+} Src;
+
+static void fetch(void *ctx, int which, size_t offset, size_t n, float *dst) {
+    Src *s = ctx;
+    const ParamInfo *want = &s->t->p[s->calls % s->t->n];
+    if (which != s->calls / s->t->n || offset != want->offset || n != want->numel) s->in_order = 0;
+    memcpy(dst, s->buf[which] + offset, n * sizeof(float));
+    s->calls++;
+}
+
+// Checkpoint st->step of (p, m, v) written by ckpt_commit_fetch into its own run dir: the
+// same three files, byte for byte, as snap_dir's snapshot write of that step.
+static void check_streamed(const char *snap_dir, const ParamTable *t, const TrainState *st, const float *p,
+                           const float *m, const float *v) {
+    char dir[64], cmd[256];
+    snprintf(dir, sizeof dir, "/tmp/olmo_test_checkpoint_fetch.%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {}
+    Src src = {{p, m, v}, t, 0, 1};
+    CkptWriter *w = ckpt_writer_create(dir, t, 2, 0, 1);   // synchronous even though async is set
+    ckpt_commit_fetch(w, st, fetch, &src);
+    ckpt_writer_free(w);
+    CHECK(src.calls == 3 * t->n, "fetch called %d times, want %d (every tensor of 3 buffers once)", src.calls, 3 * t->n);
+    CHECK(src.in_order, "fetch order is not params, exp_avg, exp_avg_sq in table order");
+    const char *files[] = {"model.safetensors", "optim.safetensors", "train_state.json"};
+    for (int i = 0; i < 3; i++) {
+        char c2[1400];
+        snprintf(c2, sizeof c2, "cmp -s %s/checkpoints/step-%08ld/%s %s/checkpoints/step-%08ld/%s", snap_dir, st->step,
+                 files[i], dir, st->step, files[i]);
+        CHECK(system(c2) == 0, "%s: streamed file differs from the snapshot writer's", files[i]);
+    }
+    if (system(cmd)) {}
+}
 
 int main(void) {
     // shard bounds
@@ -84,6 +125,8 @@ int main(void) {
         ckpt_commit(w, &st);
     }
     ckpt_writer_free(w);
+    st.step = 4;
+    check_streamed(dir, &t, &st, p1, whole.m, whole.v);
     char path[512], err[4096];
     CHECK(ckpt_resolve(dir, "auto", path, sizeof path, err, sizeof err) == 1, "resolve: %s", err);
     CHECK(strstr(path, "step-00000004") != NULL, "newest is %s", path);
