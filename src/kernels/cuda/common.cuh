@@ -7,14 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CUDA_CHECK(x)                                                                                   \
-    do {                                                                                                \
-        cudaError_t e_ = (x);                                                                           \
-        if (e_ != cudaSuccess) {                                                                        \
-            fprintf(stderr, "olmo: error: CUDA: %s (%s:%d: %s)\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-            exit(1);                                                                                    \
-        }                                                                                               \
+// A failed library call (CUDA runtime, cuBLASLt, NCCL) exits with the library's message,
+// where it happened and the call's text: CUDA_CHECK here, LT_CHECK and NCCL_CHECK in model.cu.
+#define OLMO_LIB_CHECK(lib, type, ok, errstr, x)                                                           \
+    do {                                                                                                    \
+        type r_ = (x);                                                                                      \
+        if (r_ != (ok)) {                                                                                   \
+            fprintf(stderr, "olmo: error: %s: %s (%s:%d: %s)\n", lib, errstr(r_), __FILE__, __LINE__, #x); \
+            exit(1);                                                                                        \
+        }                                                                                                   \
     } while (0)
+#define CUDA_CHECK(x) OLMO_LIB_CHECK("CUDA", cudaError_t, cudaSuccess, cudaGetErrorString, x)
 #define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
 typedef __nv_bfloat16 bf16;

@@ -74,7 +74,6 @@ void cuda_upload_params(CudaModel *cm, const float *host);
 // Download [lo, hi) of buffer `which` (0 master weights, 1 Adam m, 2 Adam v) into host
 // (hi - lo floats); the range must lie within the device's range for that buffer.
 void cuda_download_range(CudaModel *cm, int which, size_t lo, size_t hi, float *host);
-void cuda_download_params(CudaModel *cm, float *host);   // whole table; unsharded master only
 // Adam moments of the optimizer range [opt_lo, opt_hi) host <-> device (host arrays
 // indexed from opt_lo).
 void cuda_upload_adam(CudaModel *cm, const float *m, const float *v);

@@ -29,14 +29,13 @@ extern "C" {
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.h"
 
-#define LT_CHECK(x)                                                                                          \
-    do {                                                                                                     \
-        cublasStatus_t s_ = (x);                                                                             \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                   \
-            fprintf(stderr, "olmo: error: cuBLASLt status %d (%s:%d: %s)\n", (int)s_, __FILE__, __LINE__, #x); \
-            exit(1);                                                                                         \
-        }                                                                                                    \
-    } while (0)
+// cublasLt has no status-string function of its own (cublasGetStatusString is libcublas's).
+static const char *lt_status(cublasStatus_t st) {
+    static char buf[32];
+    snprintf(buf, sizeof buf, "status %d", (int)st);
+    return buf;
+}
+#define LT_CHECK(x) OLMO_LIB_CHECK("cuBLASLt", cublasStatus_t, CUBLAS_STATUS_SUCCESS, lt_status, x)
 
 #define NORM_PARTS CUDA_NORM_PARTS
 #define SUMSQ_CHUNK 65536      // as kernels/cpu/optim.c
@@ -800,8 +799,6 @@ void cuda_download_range(CudaModel *cm, int which, size_t lo, size_t hi, float *
     if (hi > lo) CUDA_CHECK(cudaMemcpy(host, src + (lo - a), (hi - lo) * 4, cudaMemcpyDeviceToHost));
 }
 
-void cuda_download_params(CudaModel *cm, float *host) { cuda_download_range(cm, 0, 0, cm->impl->total, host); }
-
 void cuda_upload_adam(CudaModel *cm, const float *m, const float *v) {
     CudaModelBase *b = cm->impl;
     CUDA_CHECK(cudaMemcpy(b->m, m, (b->ohi - b->olo) * 4, cudaMemcpyHostToDevice));
@@ -930,14 +927,7 @@ int cuda_nccl_unique_id(void *id, size_t cap) {
 }
 
 #ifdef OLMO_NCCL
-#define NCCL_CHECK(x)                                                                                    \
-    do {                                                                                                 \
-        ncclResult_t r_ = (x);                                                                           \
-        if (r_ != ncclSuccess) {                                                                         \
-            fprintf(stderr, "olmo: error: NCCL: %s (%s:%d: %s)\n", ncclGetErrorString(r_), __FILE__, __LINE__, #x); \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
+#define NCCL_CHECK(x) OLMO_LIB_CHECK("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, x)
 #endif
 
 int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen) {
