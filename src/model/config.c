@@ -63,8 +63,6 @@ const char *model_config_check(const ModelConfig *c) {
         if (rs->factor * rs->original_context > (double)(1 << 30))
             return "model.rope_scaling_factor x model.rope_original_context must be <= 2^30 with yarn";
     }
-    if (c->document_mask && (c->eos_id < 0 || c->eos_id >= c->vocab_size))
-        return "data.eos_id must be a token id below model.vocab_size with data.document_mask";
     return NULL;
 }
 
