@@ -79,6 +79,7 @@ static const Key KEYS[] = {
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
     {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (one NVIDIA GPU; docs/cuda.md)"},
     {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
+    {"train.allow_recipe_change", T_STRLIST, LIST(allow, n_allow), "", "resume only: keys (optim.lr) or sections (schedule) whose change from the checkpoint's recipe is meant; other changes that alter the training are refused (docs/checkpoints.md)"},
 
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
     {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
@@ -370,7 +371,8 @@ typedef struct {
 } KeyState;
 
 typedef struct {
-    const char *file;
+    const char *file;   // the file read, or the name of the text (messages)
+    const char *text;   // NULL: read `file`; else parse this text (recipe_load_text)
     Recipe *r;
     KeyState *st;
     yaml_document_t *doc;
@@ -451,12 +453,16 @@ static void load_mapping(Loader *L, yaml_node_t *map, const char *prefix) {
 }
 
 static void load_file(Loader *L) {
-    FILE *f = fopen(L->file, "rb");
-    if (!f) die_input("cannot read recipe '%s': %s", L->file, strerror(errno));
+    FILE *f = NULL;
+    if (!L->text) {
+        f = fopen(L->file, "rb");
+        if (!f) die_input("cannot read recipe '%s': %s", L->file, strerror(errno));
+    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) die("out of memory (yaml)");
-    yaml_parser_set_input_file(&parser, f);
+    if (f) yaml_parser_set_input_file(&parser, f);
+    else yaml_parser_set_input_string(&parser, (const unsigned char *)L->text, strlen(L->text));
     if (!yaml_parser_load(&parser, &doc)) {
         yaml_mark_t m = parser.problem_mark;
         die_input("%s:%d:%d: YAML syntax error: %s%s%s", L->file, (int)m.line + 1, (int)m.column + 1,
@@ -483,7 +489,7 @@ static void load_file(Loader *L) {
     L->doc = NULL;
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    fclose(f);
+    if (f) fclose(f);
 }
 
 static void apply_override(Loader *L, int idx, const char *o) {
@@ -517,11 +523,12 @@ static const char *where_set(const Loader *L, const char *name, char **overrides
     return buf;
 }
 
-void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides) {
+// recipe_load / recipe_load_text: `text` NULL reads the file `path` (if any).
+static void load_recipe(Recipe *r, const char *path, const char *text, int n_overrides, char **overrides) {
     recipe_defaults(r);
     KeyState st[NKEYS];
     memset(st, 0, sizeof st);
-    Loader L = {path, r, st, NULL};
+    Loader L = {path, text, r, st, NULL};
     const char *origin = path ? path : "recipe";
     if (path) load_file(&L);
     for (int i = 0; i < n_overrides; i++) apply_override(&L, i, overrides[i]);
@@ -555,6 +562,14 @@ void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides)
     if (r->head_dim == 0 && r->n_heads > 0 && r->d_model % r->n_heads == 0) r->head_dim = r->d_model / r->n_heads;
 
     recipe_validate(r, origin);
+}
+
+void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides) {
+    load_recipe(r, path, NULL, n_overrides, overrides);
+}
+
+void recipe_load_text(Recipe *r, const char *yaml, const char *origin) {
+    load_recipe(r, origin, yaml, 0, NULL);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -672,6 +687,15 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: data.order must be sequential or shuffle; got '%s'", o, r->data_order);
 
     if (!(r->peak_flops >= 0)) die_input("%s: perf.peak_flops must be >= 0 (0 = measure), got %g", o, r->peak_flops);
+    for (int i = 0; i < r->n_allow; i++) {
+        const char *a = r->allow[i];
+        char b[160];
+        if (!find_key(a) && !is_section(a))
+            die_input("%s: train.allow_recipe_change: '%s' is not a recipe key or section%s", o, a, suggest(a, b, sizeof b));
+        if (!strcmp(a, "model") || !strncmp(a, "model.", 6))
+            die_input("%s: train.allow_recipe_change: '%s': the model cannot change on resume; a changed model is a "
+                      "new run (a new train.run_dir, with train.load_path to start from the old weights)", o, a);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -731,4 +755,151 @@ void recipe_print_keys(void) {
     const ModelPreset *p = model_presets(&np);
     printf("\nModel presets (model.preset):\n");
     for (int i = 0; i < np; i++) printf("  %-12s %s\n", p[i].name, p[i].about);
+}
+
+// ---------------------------------------------------------------------------------------
+// Comparing recipes (the resume guard; docs/checkpoints.md)
+
+// Keys whose value the model never sees on resume: logging, evaluation, checkpointing,
+// paths of this run, the alarm, and switches that only apply to a fresh run (train.seed:
+// the weights come from the checkpoint; load_*). train.backend is here because the
+// numbers it can change, the precision, are compared on their own (effective precision).
+static int harmless_key(const char *name) {
+    static const char *keys[] = {"train.run_dir", "train.log_every", "train.stop_at", "train.resume", "train.load_path",
+                                 "train.load_optim", "train.load_trainer_state", "train.seed", "train.backend",
+                                 "loader.prefetch", NULL};
+    static const char *sections[] = {"alarm.", "eval.", "ckpt.", "perf.", NULL};
+    for (int i = 0; keys[i]; i++)
+        if (!strcmp(name, keys[i])) return 1;
+    for (int i = 0; sections[i]; i++)
+        if (!strncmp(name, sections[i], strlen(sections[i]))) return 1;
+    return 0;
+}
+
+static RecipeChangeClass change_class(const char *name) {
+    if (!strncmp(name, "model.", 6)) return RC_MODEL;
+    if (!strcmp(name, "data.paths") || !strcmp(name, "data.sources")) return RC_DATA_FILES;
+    return harmless_key(name) ? RC_HARMLESS : RC_TRAJECTORY;
+}
+
+// What train.precision means with this backend (backend_resolve's default).
+static const char *effective_precision(const Recipe *r) {
+    if (r->precision[0]) return r->precision;
+    return !strcmp(r->backend, "cuda") ? "bf16" : "fp32";
+}
+
+// Value of key k as text for a change line: scalars as recipe_to_yaml writes them, lists
+// as [a, b], shortened to fit.
+static void change_value(const Recipe *r, const Key *k, char *buf, size_t n) {
+    if (k->type != T_STRLIST) {
+        char v[RECIPE_MAX_STR + 64];
+        fmt_scalar(r, k, v, sizeof v);
+        if (k->type == T_STR) shown(v, buf, n);
+        else snprintf(buf, n, "%.200s", v);
+        return;
+    }
+    int count = *(const int *)((const char *)r + k->count_off);
+    const char *items = (const char *)r + k->off;
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int j = 0; j < count && o < n; j++) {
+        const char *it = items + (size_t)j * RECIPE_MAX_STR;
+        if (o + strlen(it) + 24 >= n) {
+            snprintf(buf + o, n - o, "%s... %d items", j ? ", " : "", count);
+            o = strlen(buf);
+            break;
+        }
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", j ? ", " : "", it);
+    }
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+static int same_value(const Recipe *a, const Recipe *b, const Key *k) {
+    const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
+    if (k->type == T_STR) return !strcmp(pa, pb);
+    if (k->type == T_STRLIST) {
+        int na = *(const int *)((const char *)a + k->count_off), nb = *(const int *)((const char *)b + k->count_off);
+        if (na != nb) return 0;
+        for (int j = 0; j < na; j++)
+            if (strcmp(pa + (size_t)j * RECIPE_MAX_STR, pb + (size_t)j * RECIPE_MAX_STR)) return 0;
+        return 1;
+    }
+    char va[96], vb[96];   // scalars: the round-tripping text (fmt_double) is equal iff the values are
+    fmt_scalar(a, k, va, sizeof va);
+    fmt_scalar(b, k, vb, sizeof vb);
+    return !strcmp(va, vb);
+}
+
+int recipe_diff(const Recipe *before, const Recipe *after, RecipeChange *out) {
+    int n = 0;
+    for (int i = 0; i < NKEYS && n < RECIPE_MAX_CHANGES; i++) {
+        const Key *k = &KEYS[i];
+        if (!strcmp(k->name, "train.allow_recipe_change")) continue;   // how to resume, not what is trained
+        RecipeChange *c = &out[n];
+        c->key = k->name;
+        c->cls = change_class(k->name);
+        if (!strcmp(k->name, "train.precision")) {
+            // "" -> fp32 on the CPU changes nothing; cpu -> cuda with "" changes fp32 -> bf16.
+            const char *ea = effective_precision(before), *eb = effective_precision(after);
+            if (!strcmp(before->precision, after->precision) && !strcmp(ea, eb)) continue;
+            snprintf(c->before, sizeof c->before, "%s%s", ea, before->precision[0] ? "" : " (backend default)");
+            snprintf(c->after, sizeof c->after, "%s%s", eb, after->precision[0] ? "" : " (backend default)");
+            if (!strcmp(ea, eb)) c->cls = RC_HARMLESS;
+            n++;
+            continue;
+        }
+        if (same_value(before, after, k)) continue;
+        change_value(before, k, c->before, sizeof c->before);
+        change_value(after, k, c->after, sizeof c->after);
+        n++;
+    }
+    return n;
+}
+
+void recipe_change_line(const RecipeChange *c, char *buf, size_t n) {
+    snprintf(buf, n, "%s: %s -> %s", c->key, c->before, c->after);
+}
+
+int recipe_change_allowed(const Recipe *r, const char *key) {
+    const char *dot = strchr(key, '.');
+    size_t sl = dot ? (size_t)(dot - key) : strlen(key);
+    for (int i = 0; i < r->n_allow; i++) {
+        const char *a = r->allow[i];
+        if (!strcmp(a, key) || (strlen(a) == sl && !strncmp(a, key, sl))) return 1;
+    }
+    return 0;
+}
+
+void recipe_set_model(Recipe *r, const ModelConfig *c) {
+    r->vocab_size = c->vocab_size;
+    r->d_model = c->d_model;
+    r->n_layers = c->n_layers;
+    r->n_heads = c->n_heads;
+    r->n_kv_heads = c->n_kv_heads;
+    r->head_dim = c->head_dim;
+    r->mlp_hidden = c->mlp_hidden;
+    r->rope_theta = c->rope_theta;
+    r->rms_eps = c->rms_eps;
+    r->sliding_window = c->sliding_window;
+    r->full_attn_every = c->full_attn_every;
+    if (c->rope_scaling.type == ROPE_SCALING_YARN) {
+        snprintf(r->rope_scaling, sizeof r->rope_scaling, "yarn");
+        r->rope_factor = c->rope_scaling.factor;
+        r->rope_beta_fast = c->rope_scaling.beta_fast;
+        r->rope_beta_slow = c->rope_scaling.beta_slow;
+        r->rope_original_context = c->rope_scaling.original_context;
+    }
+}
+
+int recipe_model_diff(const ModelConfig *have, const ModelConfig *want, RecipeChange *out) {
+    Recipe *a = xmalloc(sizeof *a), *b = xmalloc(sizeof *b);   // large (path lists): not on the stack
+    recipe_defaults(a);
+    recipe_defaults(b);
+    recipe_set_model(a, have);
+    recipe_set_model(b, want);
+    int n = recipe_diff(a, b, out), m = 0;
+    for (int i = 0; i < n; i++)
+        if (out[i].cls == RC_MODEL) out[m++] = out[i];
+    free(a);
+    free(b);
+    return m;
 }

@@ -41,6 +41,8 @@ typedef struct {
     int load_trainer_state;         // bool: also step, tokens, loader and skip-step state
     char backend[16];               // cpu | cuda (src/train/backend.h, docs/cuda.md)
     char precision[16];             // "" = backend default (cuda: bf16, cpu: fp32) | fp32 | bf16
+    int n_allow;                    // train.allow_recipe_change: keys or sections whose change
+    char allow[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // on resume is meant (recipe_diff below)
     // alarm.*: the memorization alarm (src/eval/alarm.h, docs/report.md)
     int memo_k;
     double memo_drop, memo_ratio;
@@ -122,5 +124,36 @@ void recipe_loader_config(const Recipe *r, LoaderConfig *out, int world_size, in
 void recipe_loader_config_free(LoaderConfig *c);
 // Print the key table (name, type, default, help) for `olmo train --help`.
 void recipe_print_keys(void);
+
+// ---- Comparing recipes (the resume guard, docs/checkpoints.md) ----------------------------
+// A resolved recipe as text (recipe_to_yaml's output, e.g. the one a checkpoint stores),
+// loaded as recipe_load loads a file; `origin` names it in messages. Bad text: exit 2.
+void recipe_load_text(Recipe *r, const char *yaml, const char *origin);
+// What changing a key on resume does to the run:
+//   RC_HARMLESS    nothing the model sees (log_every, eval.*, ckpt.*, run_dir, backend, ...)
+//   RC_TRAJECTORY  the training from here on (optim, schedule, batch, seq_len, data, precision)
+//   RC_MODEL       the model itself: never on resume (a new run_dir with train.load_path)
+//   RC_DATA_FILES  data.paths / data.sources: harmless when the data fingerprint is unchanged
+//                  (the same files at another path), else a trajectory change
+typedef enum { RC_HARMLESS, RC_TRAJECTORY, RC_MODEL, RC_DATA_FILES } RecipeChangeClass;
+typedef struct {
+    const char *key;            // the key's name (static storage)
+    char before[240], after[240];   // values as text (long lists shortened)
+    RecipeChangeClass cls;
+} RecipeChange;
+#define RECIPE_MAX_CHANGES 96   // more than the number of keys
+// The keys whose values differ between `before` and `after`, in table order; returns the
+// count. train.precision compares the effective precision (its "" is the backend's default).
+int recipe_diff(const Recipe *before, const Recipe *after, RecipeChange *out);
+// "optim.lr: 0.003 -> 0.001", the one format every such message uses.
+void recipe_change_line(const RecipeChange *c, char *buf, size_t n);
+// True when train.allow_recipe_change lists `key` or its section ("optim" allows optim.*).
+int recipe_change_allowed(const Recipe *r, const char *key);
+// Set the model.* keys from a model shape (the inverse of recipe_model_config); the rope
+// scaling parameters only when it is on (else they keep their values).
+void recipe_set_model(Recipe *r, const ModelConfig *c);
+// The model.* keys in which two model shapes differ (olmo eval, export-hf, generate: a
+// recipe against the checkpoint's own shape); returns the count, lines in out.
+int recipe_model_diff(const ModelConfig *have, const ModelConfig *want, RecipeChange *out);
 
 #endif
