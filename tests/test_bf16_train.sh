@@ -54,10 +54,10 @@ same_metrics "$TMP/b1" "$TMP/bs"
 cmp "$TMP/b1/model.safetensors" "$TMP/bs/model.safetensors" || fail "bf16 resume differs from the straight run"
 echo "bf16 stop at 5 + resume: bitwise identical to the straight run"
 train "$TMP/fb" train.stop_at=5
-train "$TMP/fb" train.precision=bf16
+train "$TMP/fb" train.precision=bf16 train.allow_recipe_change=train.precision
 close "$TMP/f" "$TMP/fb" 5e-3
 train "$TMP/bf" train.precision=bf16 train.stop_at=5
-train "$TMP/bf" train.precision=fp32
+train "$TMP/bf" train.precision=fp32 train.allow_recipe_change=train.precision
 close "$TMP/f" "$TMP/bf" 5e-3
 echo "fp32 checkpoint -> bf16 and bf16 -> fp32 resume: within bf16 noise of fp32"
 

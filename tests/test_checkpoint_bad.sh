@@ -16,7 +16,7 @@ expect_bad() {
   local d=$TMP/$name
   local before; before=$(cd $d && find . -type f | sort | xargs md5sum | md5sum)
   set +e
-  "$OLMO" train "$TMP/r.yml" train.run_dir=$d train.max_steps=8 "$@" >$d.log 2>&1
+  "$OLMO" train "$TMP/r.yml" train.run_dir=$d train.max_steps=8 train.allow_recipe_change=train.max_steps "$@" >$d.log 2>&1
   local rc=$?
   set -e
   [ $rc = 2 ] || fail "$name: exit $rc, want 2: $(tail -5 $d.log)"
@@ -30,7 +30,8 @@ fresh() { rm -rf $TMP/$1; cp -r $BASE $TMP/$1; }
 CK=checkpoints/step-00000004
 
 fresh model
-expect_bad model "different model.*d_model 64 in the checkpoint, 32 in the recipe" model.d_model=32 model.n_heads=2 model.n_kv_heads=1
+# (the resume guard names it first, from the checkpoint's recipe: src/train/trainer.c)
+expect_bad model "model.d_model: 64 -> 32   (changes the model: refused)" model.d_model=32 model.n_heads=2 model.n_kv_heads=1
 
 fresh trunc
 truncate -s 5000 $TMP/trunc/$CK/model.safetensors

@@ -42,13 +42,13 @@ grep "^backend:" "$d.log" || true
 train "$TMP/cpu" train.max_steps=6 ckpt.interval=3
 # CPU checkpoint (step 3) -> GPU (bf16) to step 6
 train "$TMP/c2g" train.max_steps=6 ckpt.interval=3 train.stop_at=3
-train "$TMP/c2g" train.max_steps=6 ckpt.interval=3 train.backend=cuda
+train "$TMP/c2g" train.max_steps=6 ckpt.interval=3 train.backend=cuda train.allow_recipe_change=train.precision
 grep -q "resume: .*step 3" "$TMP/c2g.log" || { cat "$TMP/c2g.log"; fail "c2g did not resume at step 3"; }
 same_metrics "$TMP/cpu" "$TMP/c2g" 5e-2
 echo "CPU checkpoint resumed on the GPU (bf16): metrics continue within 5e-2"
 # GPU (bf16) checkpoint (step 3) -> CPU to step 6
 train "$TMP/g2c" train.max_steps=6 ckpt.interval=3 train.stop_at=3 train.backend=cuda
-train "$TMP/g2c" train.max_steps=6 ckpt.interval=3
+train "$TMP/g2c" train.max_steps=6 ckpt.interval=3 train.allow_recipe_change=train.precision
 same_metrics "$TMP/cpu" "$TMP/g2c" 5e-2
 echo "GPU checkpoint resumed on the CPU: metrics continue within 5e-2"
 # fp32 mode: CPU -> GPU fp32 tightly

@@ -50,7 +50,7 @@ ckpt: {interval: 3}
 YML
 "$OLMO" train "$T/r.yml" >"$T/train.log" 2>&1 || { tail -30 "$T/train.log"; fail "olmo train (sanitized)"; }
 san_check "$T/train.log"
-"$OLMO" train "$T/r.yml" train.max_steps=8 >"$T/train2.log" 2>&1 || { tail -30 "$T/train2.log"; fail "olmo train resume (sanitized)"; }
+"$OLMO" train "$T/r.yml" train.max_steps=8 train.allow_recipe_change=train.max_steps >"$T/train2.log" 2>&1 || { tail -30 "$T/train2.log"; fail "olmo train resume (sanitized)"; }
 san_check "$T/train2.log"
 grep -q '"step":8' "$T/run/metrics.jsonl" || grep -q '"step": 8' "$T/run/metrics.jsonl" || fail "resumed run did not reach step 8"
 echo "ok: train + resume"

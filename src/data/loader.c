@@ -650,9 +650,10 @@ void loader_set_state(Loader *L, const LoaderState *s, int force) {
     if (strcmp(s->fingerprint, L->fingerprint)) {
         if (!force)
             die_input("loader state: dataset fingerprint %.16s... does not match this recipe's data %.16s... "
-                      "(files, sizes, seq_len or mixture changed); refusing to resume (force to override)",
+                      "(files, sizes, seq_len or mixture changed); refusing to resume (if the new data is meant: "
+                      "train.allow_recipe_change=data; docs/checkpoints.md)",
                       s->fingerprint, L->fingerprint);
-        warnf("loader state: dataset fingerprint differs from the saved one; resuming anyway (forced)");
+        warnf("loader state: dataset fingerprint differs from the saved one; resuming anyway (train.allow_recipe_change)");
     }
     if (s->seed != L->seed) warnf("loader state: saved data seed %" PRIu64 " replaces the recipe's %" PRIu64, s->seed, L->seed);
     uint64_t T = (uint64_t)L->cfg.seq_len;

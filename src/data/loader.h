@@ -70,7 +70,8 @@ void loader_next_batch(Loader *l, int32_t *inputs, int32_t *targets);
 
 void loader_get_state(const Loader *l, LoaderState *s);
 // Continue from a saved state. A fingerprint mismatch (changed dataset) is an error (exit 2)
-// unless force. world_size and global_batch may differ from the run that saved it.
+// unless force (the trainer: train.allow_recipe_change lists data, or its files, mix or
+// train.seq_len). world_size and global_batch may differ from the run that saved it.
 void loader_set_state(Loader *l, const LoaderState *s, int force);
 
 // Accounting: add loader fields to a metrics object (coverage of the epoch, repeats beyond

@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
+#include "train/history.h"
 #include "train/metrics.h"
 #include "train/peak.h"
 #include "train/recipe.h"
@@ -40,6 +41,12 @@ static void usage(FILE *f) {
             "  (see docs/checkpoints.md) and RUN_DIR/model.safetensors at the end. train.resume=auto\n"
             "  (default) continues from the newest checkpoint, with any world size that divides\n"
             "  global_batch / micro_batch. SIGTERM/SIGINT/SIGUSR1: checkpoint after this step, exit 0.\n"
+            "  On resume the recipe is compared with the checkpoint's, key by key (`optim.lr: 0.003 ->\n"
+            "  0.001`): harmless keys (log_every, eval.*, ckpt.*, paths of the same data) pass; keys that\n"
+            "  change the training (optim, schedule, steps, batch, seq_len, data, precision) exit 2\n"
+            "  unless train.allow_recipe_change lists them (e.g. train.allow_recipe_change=optim.lr);\n"
+            "  the model never changes (a new train.run_dir with train.load_path). Every recipe a run\n"
+            "  trained under stays in RUN_DIR/recipes/step-N.yml (docs/checkpoints.md).\n"
             "  MFU uses the OLMo-core FLOP count (6N + 12 L H Dh T) against perf.peak_flops or a\n"
             "  cached fp32 GEMM calibration of this machine.\n\nrecipe keys:\n");
 }
@@ -250,6 +257,130 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     fflush(stdout);
 }
 
+// The schedule a recipe trains with.
+static void schedule_of(const Recipe *r, Schedule *s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", r->schedule);
+    s->peak = r->lr;
+    s->warmup = r->warmup_steps;
+    s->max_steps = recipe_total_steps(r);
+    s->alpha_f = r->alpha_f;
+    s->decay_steps = r->decay_steps;
+}
+
+// Keys whose change moves the learning rate of the coming steps.
+static int moves_lr(const char *key) {
+    return !strncmp(key, "schedule.", 9) || !strcmp(key, "optim.lr") || !strcmp(key, "train.max_steps") ||
+           !strcmp(key, "train.max_tokens") || !strcmp(key, "train.global_batch") || !strcmp(key, "train.seq_len");
+}
+
+// What the resume guard decided (resume_guard).
+typedef struct {
+    int nlines;
+    char *lines[RECIPE_MAX_CHANGES];   // "optim.lr: 0.003 -> 0.001", for the history record
+    int complete;                      // the run already trained its unchanged number of steps
+    int force_data;                    // a changed data fingerprint is allowed (loader_set_state)
+} Guard;
+
+// The resume guard (docs/checkpoints.md, "Changing the recipe on resume"), before anything
+// is written: this recipe against the one the checkpoint was trained with, key by key.
+// Rank 0 prints every difference; keys that change the training are refused (exit 2)
+// unless train.allow_recipe_change lists them, a model change always is, and so is a
+// recipe that would train no step past the checkpoint. A checkpoint without a readable
+// train_state.json is left to ckpt_load, which says what is wrong with it.
+static void resume_guard(const Recipe *r, const char *ckpt_dir, const Loader *loader, int rank, Guard *g) {
+    memset(g, 0, sizeof *g);
+    g->force_data = recipe_change_allowed(r, "data.paths") || recipe_change_allowed(r, "data.sources") ||
+                    recipe_change_allowed(r, "data.mix") || recipe_change_allowed(r, "train.seq_len");
+    char path[4700];
+    snprintf(path, sizeof path, "%s/train_state.json", ckpt_dir);
+    char *txt = read_file_all(path, NULL);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(j, "recipe"), *st = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "loader"), "fingerprint");
+    if (!cJSON_IsString(y) || !y->valuestring[0] || !cJSON_IsNumber(st)) {
+        if (j && rank == 0) printf("resume: note: %s holds no recipe to compare this one with\n", path);
+        cJSON_Delete(j);
+        return;
+    }
+    const long ck_step = (long)st->valuedouble;
+    Recipe *old = xmalloc(sizeof *old);   // large (path lists): not on the stack
+    char origin[4800];
+    snprintf(origin, sizeof origin, "%s (the checkpoint's recipe)", path);
+    recipe_load_text(old, y->valuestring, origin);
+    const int same_files = cJSON_IsString(fp) && !strcmp(fp->valuestring, loader_fingerprint(loader));
+    cJSON_Delete(j);
+
+    RecipeChange *ch = xmalloc(sizeof *ch * RECIPE_MAX_CHANGES);
+    const int n = recipe_diff(old, r, ch);
+    char *rep = NULL, refused[2048] = "";
+    size_t replen = 0;
+    FILE *f = open_memstream(&rep, &replen);
+    if (!f) die("out of memory (resume_guard)");
+    int nref = 0, model = 0, lr_moves = 0;
+    for (int i = 0; i < n; i++) {
+        char line[600];
+        recipe_change_line(&ch[i], line, sizeof line);
+        g->lines[g->nlines++] = xstrdup(line);
+        const char *why = "does not change the training";
+        if (ch[i].cls == RC_MODEL) {
+            why = "changes the model: refused";
+            model++;
+        } else if (ch[i].cls == RC_TRAJECTORY || (ch[i].cls == RC_DATA_FILES && !same_files)) {
+            if (recipe_change_allowed(r, ch[i].key)) why = "changes the training: allowed by train.allow_recipe_change";
+            else {
+                why = "changes the training: refused";
+                size_t l = strlen(refused);
+                snprintf(refused + l, sizeof refused - l, "%s%s", nref++ ? "," : "", ch[i].key);
+            }
+        } else if (ch[i].cls == RC_DATA_FILES) why = "the same data files: the fingerprint is unchanged";
+        fprintf(f, "  %s   (%s)\n", line, why);
+        lr_moves |= moves_lr(ch[i].key);
+    }
+    if (lr_moves) {
+        Schedule so, sn;
+        schedule_of(old, &so);
+        schedule_of(r, &sn);
+        fprintf(f, "  lr: step %ld ran at %.4g; step %ld runs at %.4g (%.4g under the checkpoint's recipe); "
+                   "%ld steps in all (were %ld)\n", ck_step, schedule_lr(&so, ck_step), ck_step + 1,
+                   schedule_lr(&sn, ck_step + 1), schedule_lr(&so, ck_step + 1), sn.max_steps, so.max_steps);
+    }
+    fclose(f);
+    const long total = recipe_total_steps(r), old_total = recipe_total_steps(old);
+    char msg[16384];
+    // Checked first: allowing the change would not help.
+    if (total < ck_step || (total == ck_step && total != old_total)) {
+        snprintf(msg, sizeof msg, "cannot resume from %s: this recipe trains %ld steps (train.max_steps / "
+                 "train.max_tokens), at or below the checkpoint's step %ld, so nothing would be trained; give more "
+                 "steps to continue, or a new train.run_dir for a new run. Changes from the checkpoint's recipe:\n%s",
+                 ckpt_dir, total, ck_step, rep);
+        fail_all(rank, 2, msg);
+    }
+    if (model || nref) {
+        int o = snprintf(msg, sizeof msg, "cannot resume from %s with this recipe: it differs from the checkpoint's in "
+                         "%d key%s:\n%s", ckpt_dir, n, n > 1 ? "s" : "", rep);
+        if (model)
+            snprintf(msg + o, sizeof msg - (size_t)o, "the model cannot change on resume: a changed model is a new run "
+                     "(a new train.run_dir, with train.load_path=%s to start from these weights)", r->run_dir);
+        else
+            snprintf(msg + o, sizeof msg - (size_t)o, "if the change is meant, allow it: train.allow_recipe_change=%s "
+                     "(docs/checkpoints.md); for a new run, give a new train.run_dir (train.load_path=%s starts it "
+                     "from these weights)", refused, r->run_dir);
+        fail_all(rank, 2, msg);
+    }
+    g->complete = total == ck_step;
+    if (rank == 0 && n)
+        printf("resume: the recipe differs from the checkpoint's (step %ld) in %d key%s:\n%s", ck_step, n,
+               n > 1 ? "s" : "", rep);
+    if (rank == 0 && g->complete)
+        printf("resume: the run is complete: step %ld of %ld; nothing to train (more steps: raise train.max_steps "
+               "with train.allow_recipe_change=train.max_steps)\n", ck_step, total);
+    free(rep);
+    free(ch);
+    free(old);
+}
+
 static int is_checkpoint_dir(const char *p) {
     char f[4700];
     snprintf(f, sizeof f, "%s/train_state.json", p);
@@ -346,6 +477,8 @@ int cmd_train(int argc, char **argv) {
     char ckpt_dir[4600] = "";
     int resume = ckpt_resolve(r->run_dir, r->resume, ckpt_dir, sizeof ckpt_dir, msg, sizeof msg);
     if (resume < 0) fail_all(rank, 2, msg);
+    Guard guard = {0};
+    if (resume == 1) resume_guard(r, ckpt_dir, loader, rank, &guard);
 
     Model m;
     // Refuse, before allocating, what this machine cannot hold (src/model/limits.h).
@@ -366,12 +499,7 @@ int cmd_train(int argc, char **argv) {
     tc.use_skip = r->skip_step;
     tc.max_grad_norm = r->max_grad_norm;
     tc.z_loss = (float)r->z_loss;
-    snprintf(tc.sched.name, sizeof tc.sched.name, "%s", r->schedule);
-    tc.sched.peak = r->lr;
-    tc.sched.warmup = r->warmup_steps;
-    tc.sched.max_steps = total_steps;
-    tc.sched.alpha_f = r->alpha_f;
-    tc.sched.decay_steps = r->decay_steps;
+    schedule_of(r, &tc.sched);
 
     char *yaml = recipe_to_yaml(r);
     char yaml_sha[65];
@@ -403,14 +531,10 @@ int cmd_train(int argc, char **argv) {
         tc.skip.n = keep;
         memcpy(tc.skip.loss, st.skip.loss + (st.skip.n - keep), sizeof(double) * (size_t)keep);
         memcpy(tc.skip.gnorm, st.skip.gnorm + (st.skip.n - keep), sizeof(double) * (size_t)keep);
-        loader_set_state(loader, &st.loader, 0);
-        if (rank == 0) {
+        loader_set_state(loader, &st.loader, guard.force_data);
+        if (rank == 0)
             printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", ckpt_dir, st.step,
                    st.tokens, st.world_size, st.world_size > 1 ? "s" : "", W, now_seconds() - t0);
-            if (strcmp(st.recipe_sha256, yaml_sha) != 0)
-                printf("resume: note: the resolved recipe differs from the checkpoint's (sha256 %.12s vs %.12s)\n",
-                       st.recipe_sha256, yaml_sha);
-        }
         ckpt_state_free(&st);
     }
 
@@ -501,10 +625,15 @@ int cmd_train(int argc, char **argv) {
     double peak = 0, fpt = 0;
     if (rank == 0) {
         if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
-        snprintf(path, sizeof path, "%s/recipe.yml", r->run_dir);
-        if (write_file_atomic(path, yaml, strlen(yaml)) != 0) die("cannot write %s", path);
         if (resume == 1) metrics_truncate(r->run_dir, start_step);
         metrics_open(&log, r->run_dir, resume == 1 ? "a" : "w");
+        // recipe.yml states what the newest segment trains with; recipes/ keeps them all
+        // (src/train/history.h). A complete run trains nothing: its history stays as is.
+        if (!guard.complete) {
+            snprintf(path, sizeof path, "%s/recipe.yml", r->run_dir);
+            if (write_file_atomic(path, yaml, strlen(yaml)) != 0) die("cannot write %s", path);
+            history_begin(r->run_dir, start_step, yaml, resume != 1, (const char *const *)guard.lines, guard.nlines, &log);
+        }
         w = ckpt_writer_create(r->run_dir, &m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
         const char *peak_src = "";
         if (be && r->peak_flops <= 0) {
@@ -665,6 +794,7 @@ int cmd_train(int argc, char **argv) {
     free(inputs);
     free(targets);
     free(yaml);
+    for (int i = 0; i < guard.nlines; i++) free(guard.lines[i]);
     loader_free(loader);
     recipe_loader_config_free(&lc);
     backend_free(be);
