@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/history.h"
 #include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
@@ -358,6 +359,19 @@ int cmd_compare(int argc, char **argv) {
         return EXIT_BADINPUT;
     }
     printf("olmo compare: A = %s (%d evals), B = %s (%d evals)\n", runs[0], A.nev, runs[1], B.nev);
+    // The recipes each run trained under (src/train/history.h): a run resumed with a
+    // changed recipe is not the run its first recipe describes.
+    for (int k = 0; k < 2; k++) {
+        HistorySegment *segs;
+        int ns = history_read(runs[k], "compare", &segs);
+        printf("recipes of %c:%s\n", "AB"[k], ns ? "" : " (no recipe history in metrics.jsonl)");
+        for (int i = 0; i < ns; i++) {
+            char line[8192];
+            history_line(&segs[i], line, sizeof line);
+            printf("  %s\n", line);
+        }
+        history_free(segs, ns);
+    }
     printf("landmarks (common eval steps, %d):", nl);
     for (int l = 0; l < nl; l++) printf(" %ld", A.ev[ia[l]].step);
     printf("\n\n");

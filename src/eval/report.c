@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "eval/svg.h"
+#include "train/history.h"
 #include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
@@ -54,7 +55,9 @@ typedef struct {
     const char *dir;
     char label[256];
     RecList train, eval, alarms;
-    Recipe *recipe;     // NULL when RUN_DIR/recipe.yml is missing
+    Recipe *recipe;     // NULL when RUN_DIR/recipe.yml is missing (else the newest segment's)
+    HistorySegment *segs;   // the recipes it trained under (src/train/history.h)
+    int nsegs;
 } Run;
 
 static void reclist_push(RecList *l, cJSON *o) {
@@ -91,6 +94,7 @@ static void load_run(Run *run, const char *dir) {
     memset(run, 0, sizeof *run);
     run->dir = dir;
     metrics_read(dir, "report", add_record, run);
+    run->nsegs = history_read(dir, "report", &run->segs);
     struct stat st;
     char path[4096];
     snprintf(path, sizeof path, "%s/recipe.yml", dir);
@@ -114,6 +118,7 @@ static void free_run(Run *run) {
         free(ls[i]->r);
     }
     free(run->recipe);
+    history_free(run->segs, run->nsegs);
 }
 
 // Tokens trained by the end of `step` (from the train records; 0 before the first step).
@@ -299,6 +304,18 @@ static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, cons
         if (rc) fprintf(f, "<td>%d x %d tokens (micro-batch %d), lr %.3g, %s schedule</td>", rc->global_batch,
                         rc->seq_len, rc->micro_batch, rc->lr, rc->schedule);
         else fprintf(f, "<td>&ndash;</td>");
+    }
+    fprintf(f, "</tr>\n<tr><th>recipes (segments)</th>");
+    for (int r = 0; r < nruns; r++) {
+        fprintf(f, "<td class=\"segments\">");
+        if (!runs[r].nsegs) fprintf(f, "&ndash; (no recipe history)");
+        for (int i = 0; i < runs[r].nsegs; i++) {
+            char line[8192];
+            history_line(&runs[r].segs[i], line, sizeof line);
+            if (i) fprintf(f, "<br>");
+            html_escape(f, line);
+        }
+        fprintf(f, "</td>");
     }
     fprintf(f, "</tr>\n<tr><th>steps (done / planned)</th>");
     for (int r = 0; r < nruns; r++) {
