@@ -1,4 +1,4 @@
-// cmd_eval.c: `olmo eval CKPT --recipe RECIPE.yml [key=value ...] [--set name=path ...]
+// cmd_eval.c: `olmo eval CKPT [--recipe RECIPE.yml] [key=value ...] [--set name=path ...]
 // [--task name=path ...] [--json] [--details FILE]`: evaluates a checkpoint's parameters on
 // the recipe's eval sets and tasks (plus any given here) with the same code the trainer
 // runs in-loop, prints a table, and with --json writes the metrics record to stdout.
@@ -13,21 +13,25 @@
 #include "cli.h"
 #include "eval/eval.h"
 #include "eval/eval_internal.h"
+#include "io/hf.h"
 #include "model/model.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: olmo eval CKPT --recipe RECIPE.yml [key=value ...] [--set name=path ...]\n"
+            "usage: olmo eval CKPT [--recipe RECIPE.yml] [key=value ...] [--set name=path ...]\n"
             "                 [--task name=path ...] [--json] [--details FILE]\n"
             "\n"
             "Evaluate a checkpoint on held-out perplexity sets and multiple-choice tasks\n"
-            "(docs/eval.md). CKPT is a model.safetensors file or a directory holding one.\n"
-            "The recipe gives the model shape, train.seq_len, train.micro_batch and the eval.*\n"
-            "keys (eval.sets, eval.tasks, eval.max_docs, eval.max_examples, eval.tokenizer,\n"
-            "eval.eos_id); data.*, train.max_* and schedule.* are not used.\n"
+            "(docs/eval.md). CKPT: a run directory (its model.safetensors, else its newest\n"
+            "checkpoint), a checkpoint directory, a model.safetensors file or an HF directory.\n"
+            "The recipe gives train.seq_len, train.micro_batch and the eval.* keys (eval.sets,\n"
+            "eval.tasks, eval.max_docs, eval.max_examples, eval.tokenizer, eval.eos_id);\n"
+            "data.*, train.max_* and schedule.* are not used. Its model.* keys must be the\n"
+            "checkpoint's own shape: another model or RoPE scaling is refused, key by key.\n"
             "\n"
-            "  --recipe FILE     the run's recipe (required)\n"
+            "  --recipe FILE     default: the run's own recipe.yml (CKPT/recipe.yml, or next to\n"
+            "                    the model file, or RUN/recipe.yml for RUN/checkpoints/step-N)\n"
             "  --set name=path   add a perplexity set (token file, EOS-separated documents)\n"
             "  --task name=path  add a multiple-choice task (JSONL)\n"
             "  --json            write the metrics as one JSON object to stdout (table to stderr)\n"
@@ -100,18 +104,30 @@ int cmd_eval(int argc, char **argv) {
         else if (a[0] != '-' && strchr(a, '=')) ov[nov++] = argv[i];
         else die_input("eval: unknown argument '%s' (olmo eval --help)", a);
     }
-    if (!recipe_path) die_input("eval: give --recipe RECIPE.yml (the model shape and eval.* keys)");
+    // The checkpoint and its own shape (src/io/hf.h), as export-hf and generate find them.
+    ModelSource src;
+    char err[4096], own[4800];
+    const int have_src = model_source_resolve(ckpt, &src, err, sizeof err) == 0;
+    if (!recipe_path) {
+        if (!have_src) die_input("eval: %s; give --recipe RECIPE.yml (the model shape and eval.* keys)", err);
+        if (model_source_recipe(ckpt, &src, own, sizeof own) != 0)
+            die_input("eval: %s: no recipe.yml of its run found (in it, next to the model, or two levels up); give "
+                      "--recipe RECIPE.yml (train.seq_len and the eval.* keys)", ckpt);
+        recipe_path = own;
+        fprintf(stderr, "eval: recipe %s (the run's own)\n", own);
+    }
 
     Recipe *r = xcalloc(1, sizeof *r);
     recipe_load(r, recipe_path, nov, ov);
     for (int i = 0; i < nsets; i++) add_spec(r->eval_sets, &r->n_eval_sets, sets[i], "--set");
     for (int i = 0; i < ntasks; i++) add_spec(r->eval_tasks, &r->n_eval_tasks, tasks[i], "--task");
 
-    // The checkpoint: a file, or a directory holding model.safetensors.
-    char *path = xstrdup(ckpt);
+    // Without a known shape (a bare model.safetensors with nothing next to it) the recipe's
+    // shape is used, and the file is checked tensor by tensor against it.
+    char *path = xstrdup(have_src ? src.path : ckpt);
     struct stat st;
-    if (stat(ckpt, &st) != 0) die_input("eval: checkpoint %s: no such file or directory", ckpt);
-    if (S_ISDIR(st.st_mode)) {
+    if (stat(path, &st) != 0) die_input("eval: checkpoint %s: no such file or directory", ckpt);
+    if (!have_src && S_ISDIR(st.st_mode)) {
         path = xrealloc(path, strlen(ckpt) + 32);
         sprintf(path, "%s/model.safetensors", ckpt);
         if (stat(path, &st) != 0) die_input("eval: checkpoint directory %s has no model.safetensors", ckpt);
@@ -127,10 +143,29 @@ int cmd_eval(int argc, char **argv) {
     }
 
     ModelConfig cfg = recipe_model_config(r);
+    if (have_src) {
+        // The checkpoint is evaluated as the model it is: a recipe of another shape or RoPE
+        // scaling is refused with the keys that differ (the resume guard's format).
+        RecipeChange ch[RECIPE_MAX_CHANGES];
+        int n = recipe_model_diff(&src.cfg, &cfg, ch);
+        if (n) {
+            char msg[8192], line[600];
+            int o = snprintf(msg, sizeof msg, "eval: %s describes another model than the checkpoint's (its shape from "
+                             "%s); checkpoint -> recipe:\n", recipe_path, src.config_from);
+            for (int i = 0; i < n && o < (int)sizeof msg; i++) {
+                recipe_change_line(&ch[i], line, sizeof line);
+                o += snprintf(msg + o, sizeof msg - (size_t)o, "  %s\n", line);
+            }
+            if (o < (int)sizeof msg)
+                snprintf(msg + o, sizeof msg - (size_t)o, "a model is evaluated with the shape and RoPE it was trained "
+                         "with: give its run's recipe (the default without --recipe) or override these model.* keys");
+            die_input("%s", msg);
+        }
+    }
     Model m;
     model_create(&m, &cfg, r->micro_batch, r->seq_len);
-    char err[1024];
-    if (params_load_safetensors(&m.table, m.params, path, err, sizeof err) != 0)
+    if ((have_src ? model_source_load(&src, &m.table, m.params, err, sizeof err)
+                  : params_load_safetensors(&m.table, m.params, path, err, sizeof err)) != 0)
         die_input("eval: %s", err);
 
     cJSON *out = cJSON_CreateObject();

@@ -366,6 +366,21 @@ int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t err
     return -1;
 }
 
+int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_t n) {
+    char d[4600], q[3][4700];
+    snprintf(q[0], sizeof q[0], "%s/recipe.yml", ckpt);
+    if (s->is_hf) snprintf(d, sizeof d, "%s", s->path);
+    else dir_of(s->path, d, sizeof d);
+    snprintf(q[1], sizeof q[1], "%s/recipe.yml", d);
+    snprintf(q[2], sizeof q[2], "%s/../../recipe.yml", d);
+    for (int i = is_dir(ckpt) ? 0 : 1; i < 3; i++)
+        if (is_file(q[i]) && strlen(q[i]) < n) {
+            snprintf(out, n, "%s", q[i]);
+            return 0;
+        }
+    return -1;
+}
+
 // ---- HF weights (single file or shards) --------------------------------------------------------
 #define MAX_SHARDS 256
 
@@ -707,18 +722,7 @@ int cmd_import_hf(int argc, char **argv) {
     // replace before training from it.
     Recipe *r = xcalloc(1, sizeof *r);
     recipe_defaults(r);
-    const ModelConfig *c = &s.cfg;
-    r->vocab_size = c->vocab_size; r->d_model = c->d_model; r->n_layers = c->n_layers; r->n_heads = c->n_heads;
-    r->n_kv_heads = c->n_kv_heads; r->head_dim = c->head_dim; r->mlp_hidden = c->mlp_hidden;
-    r->rope_theta = c->rope_theta; r->rms_eps = c->rms_eps; r->sliding_window = c->sliding_window;
-    r->full_attn_every = c->full_attn_every;
-    if (c->rope_scaling.type == ROPE_SCALING_YARN) {
-        snprintf(r->rope_scaling, sizeof r->rope_scaling, "yarn");
-        r->rope_factor = c->rope_scaling.factor;
-        r->rope_beta_fast = c->rope_scaling.beta_fast;
-        r->rope_beta_slow = c->rope_scaling.beta_slow;
-        r->rope_original_context = c->rope_scaling.original_context;
-    }
+    recipe_set_model(r, &s.cfg);
     r->seq_len = seq_len;
     if (r->global_batch % r->micro_batch) r->micro_batch = 1;
     if (r->max_steps <= 0 && r->max_tokens <= 0) r->max_steps = 1;
@@ -737,7 +741,7 @@ int cmd_import_hf(int argc, char **argv) {
     free(yaml);
     free(r);
     fprintf(stderr, "import-hf: %s -> %s/model.safetensors + recipe.yml: %d layers, d_model %d, vocab %d padded to %d\n",
-            in, out, c->n_layers, c->d_model, c->vocab_size, c->padded_vocab);
+            in, out, s.cfg.n_layers, s.cfg.d_model, s.cfg.vocab_size, s.cfg.padded_vocab);
     free(params);
     param_table_free(&t);
     return 0;

@@ -28,6 +28,10 @@ typedef struct {
 
 // Resolve CKPT. Returns 0, or -1 with a message in err (bad input: callers exit 2).
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen);
+// The recipe of the run a CKPT belongs to: CKPT/recipe.yml for a directory, else
+// recipe.yml next to the model file or two levels up (RUN/checkpoints/step-N/). Returns 0
+// with its path in out, or -1 when there is none (olmo eval then needs --recipe).
+int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_t n);
 // Read the parameters into params (layout of table t, built from s->cfg). HF sources get
 // their vocab rows padded with zero rows (docs/hf.md). Returns 0, or -1 with a message.
 int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
