@@ -653,7 +653,7 @@ void loader_set_state(Loader *L, const LoaderState *s, int force) {
                       "(files, sizes, seq_len or mixture changed); refusing to resume (if the new data is meant: "
                       "train.allow_recipe_change=data; docs/checkpoints.md)",
                       s->fingerprint, L->fingerprint);
-        warnf("loader state: dataset fingerprint differs from the saved one; resuming anyway (train.allow_recipe_change)");
+        warnf("loader state: dataset fingerprint differs from the saved one; resuming anyway (forced by train.allow_recipe_change)");
     }
     if (s->seed != L->seed) warnf("loader state: saved data seed %" PRIu64 " replaces the recipe's %" PRIu64, s->seed, L->seed);
     uint64_t T = (uint64_t)L->cfg.seq_len;
