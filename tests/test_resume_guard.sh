@@ -85,13 +85,18 @@ assert 'optim.lr: 0.003 -> 0.001' in seg[1]['changes'], seg[1]
 lr7 = [r['lr'] for r in recs if r.get('kind') == 'train' and r['step'] == 7][0]
 assert abs(lr7 - 5.5e-4) < 1e-12, lr7
 PY
+cp -r $C $C.keep
 # the same recipe again: the run is complete, exit 0, history untouched
 snap $C
 train $C optim.lr=1e-3 || fail "complete rerun"
 grep -q "resume: the run is complete: step 12 of 12" $C.log || fail "complete: $(head -5 $C.log)"
 [ "$(ls $C/recipes)" = "$(printf 'step-00000000.yml\nstep-00000006.yml')" ] || fail "complete rerun changed recipes/"
+# resume=never over it: the old history is moved aside with the old checkpoints
+train $C train.resume=never train.max_steps=2 || fail "resume=never"
+[ -f $C/recipes.replaced-1/step-00000006.yml ] && [ "$(ls $C/recipes)" = step-00000000.yml ] \
+  || fail "resume=never: recipes not moved aside: $(ls $C $C/recipes)"
 # 9. report and compare show the segments
-"$OLMO" report $C -o $TMP/c.html >/dev/null 2>&1 || fail "report"
+"$OLMO" report $C.keep -o $TMP/c.html >/dev/null 2>&1 || fail "report"
 grep -q "after step 6: recipes/step-00000006.yml: .*optim.lr: 0.003 -&gt; 0.001" $TMP/c.html || fail "report: no segments"
 $PY - "$TMP/set.npy" <<'PY'
 import random, struct, sys

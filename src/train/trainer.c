@@ -1,6 +1,7 @@
 // trainer.c: `olmo train RECIPE.yml [key=value ...]`, also as `mpirun -np W olmo train ...`:
 // the training loop. Validates the recipe, the data, the evaluation sets and any
-// checkpoint to resume from before writing anything, then per step: this rank's block
+// checkpoint to resume from (and, on resume, this recipe against the checkpoint's:
+// resume_guard) before writing anything, then per step: this rank's block
 // of the global batch -> train_step (reduction across ranks, ZeRO-1 AdamW) -> one
 // progress line and one metrics.jsonl record (rank 0), checkpoints every ckpt.interval
 // steps and at the end, held-out evaluation at step 0, every eval.interval and at the end.
@@ -607,17 +608,21 @@ int cmd_train(int argc, char **argv) {
 
     char path[4200];
     if (rank == 0 && resume == 0 && !strcmp(r->resume, "never")) {
-        // A fresh run must not mix its checkpoints with an older run's (retention and
-        // resume=auto go by step number): move the old ones aside, never delete them.
-        char old[4200];
-        snprintf(path, sizeof path, "%s/checkpoints", r->run_dir);
-        for (int i = 1; i < 1000; i++) {
-            snprintf(old, sizeof old, "%s/checkpoints.replaced-%d", r->run_dir, i);
-            if (access(old, F_OK) != 0) break;
+        // A fresh run must not mix its checkpoints (or its recipe history) with an older
+        // run's (retention and resume=auto go by step number): move the old ones aside,
+        // never delete them.
+        static const char *const aside[] = {"checkpoints", "recipes"};
+        char old[2][4200];
+        int i = 1;
+        for (; i < 1000; i++) {
+            for (int k = 0; k < 2; k++) snprintf(old[k], sizeof old[k], "%s/%s.replaced-%d", r->run_dir, aside[k], i);
+            if (access(old[0], F_OK) != 0 && access(old[1], F_OK) != 0) break;
         }
-        if (access(path, F_OK) == 0) {
-            if (rename(path, old) != 0) die("cannot move %s aside", path);
-            printf("train.resume=never: moved the previous run's %s to %s\n", path, old);
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "%s/%s", r->run_dir, aside[k]);
+            if (access(path, F_OK) != 0) continue;
+            if (rename(path, old[k]) != 0) die("cannot move %s aside", path);
+            printf("train.resume=never: moved the previous run's %s to %s\n", path, old[k]);
         }
     }
     MetricsLog log = {0};
