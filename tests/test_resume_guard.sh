@@ -118,6 +118,8 @@ grep -q "eval: recipe $TMP/D/recipe.yml (the run's own)" $TMP/ev.err && grep -q 
 "$OLMO" eval $TMP/D/checkpoints/step-00000012 >/dev/null 2>&1 || fail "eval of a checkpoint dir without --recipe"
 rc=0; "$OLMO" eval $TMP/D --recipe $TMP/r.yml "${E[@]}" model.rope_scaling=yarn >/dev/null 2>$TMP/ev.err || rc=$?
 [ $rc = 2 ] && grep -q "^  model.rope_scaling: 'none' -> 'yarn'$" $TMP/ev.err || fail "eval yarn: exit $rc: $(cat $TMP/ev.err)"
+"$OLMO" eval $TMP/D --recipe $TMP/r.yml "${E[@]}" model.rope_scaling=yarn --allow-rope-scaling >/dev/null 2>$TMP/ev.err \
+  && grep -q "eval: note: model.rope_scaling: 'none' -> 'yarn'" $TMP/ev.err || fail "eval --allow-rope-scaling: $(cat $TMP/ev.err)"
 rc=0; "$OLMO" eval $TMP/D --recipe $TMP/r.yml "${E[@]}" model.preset=olmo3-20m >/dev/null 2>$TMP/ev.err || rc=$?
 [ $rc = 2 ] && grep -q "^  model.d_model: 64 -> " $TMP/ev.err || fail "eval preset: exit $rc: $(cat $TMP/ev.err)"
 [ $(wc -l < $TMP/ev.err) -lt 12 ] || fail "eval mismatch message is long: $(cat $TMP/ev.err)"

@@ -35,6 +35,8 @@ static void usage(FILE *f) {
             "  --set name=path   add a perplexity set (token file, EOS-separated documents)\n"
             "  --task name=path  add a multiple-choice task (JSONL)\n"
             "  --json            write the metrics as one JSON object to stdout (table to stderr)\n"
+            "  --allow-rope-scaling  evaluate with the recipe's model.rope_* even where the checkpoint\n"
+            "                    was trained with others (an experiment: docs/long-context.md)\n"
             "  --details FILE    append one JSON line per task example (choice log-likelihoods)\n"
             "  key=value         recipe override, e.g. eval.max_docs=10\n"
             "\n"
@@ -82,7 +84,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
     const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL;
-    int json = 0;
+    int json = 0, allow_rope = 0;
     // olmo eval does not train: fill the training-only keys a recipe must have so that an
     // eval-only recipe validates. The recipe's own values come first and are overridden
     // here; none of these keys is read by the evaluator.
@@ -101,6 +103,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--task")) { if (!has) die_input("--task needs name=path"); tasks[ntasks++] = argv[++i]; }
         else if (!strcmp(a, "--details")) { if (!has) die_input("--details needs a file"); details = argv[++i]; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--allow-rope-scaling")) allow_rope = 1;
         else if (a[0] != '-' && strchr(a, '=')) ov[nov++] = argv[i];
         else die_input("eval: unknown argument '%s' (olmo eval --help)", a);
     }
@@ -147,9 +150,17 @@ int cmd_eval(int argc, char **argv) {
         // The checkpoint is evaluated as the model it is: a recipe of another shape or RoPE
         // scaling is refused with the keys that differ (the resume guard's format).
         RecipeChange ch[RECIPE_MAX_CHANGES];
-        int n = recipe_model_diff(&src.cfg, &cfg, ch);
+        int n = recipe_model_diff(&src.cfg, &cfg, ch), m = 0;
+        char line[600];
+        for (int i = 0; i < n; i++) {   // --allow-rope-scaling: the RoPE keys are noted, not refused
+            recipe_change_line(&ch[i], line, sizeof line);
+            if (allow_rope && !strncmp(ch[i].key, "model.rope_", 11))
+                fprintf(stderr, "eval: note: %s (checkpoint -> recipe; --allow-rope-scaling)\n", line);
+            else ch[m++] = ch[i];
+        }
+        n = m;
         if (n) {
-            char msg[8192], line[600];
+            char msg[8192];
             int o = snprintf(msg, sizeof msg, "eval: %s describes another model than the checkpoint's (its shape from "
                              "%s); checkpoint -> recipe:\n", recipe_path, src.config_from);
             for (int i = 0; i < n && o < (int)sizeof msg; i++) {
@@ -158,7 +169,8 @@ int cmd_eval(int argc, char **argv) {
             }
             if (o < (int)sizeof msg)
                 snprintf(msg + o, sizeof msg - (size_t)o, "a model is evaluated with the shape and RoPE it was trained "
-                         "with: give its run's recipe (the default without --recipe) or override these model.* keys");
+                         "with: give its run's recipe (the default without --recipe) or override these model.* keys "
+                         "(--allow-rope-scaling: another RoPE on purpose, an experiment)");
             die_input("%s", msg);
         }
     }
