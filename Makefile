@@ -79,6 +79,13 @@ SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' 
 OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# CUDA test programs (tests/*.cu): built with the CUDA backend, real or emulated
+ifeq ($(CUDA),1)
+TEST_CU_BIN := $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/*.cu))
+TEST_BIN += $(TEST_CU_BIN)
+$(TEST_CU_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.cu.o $(BUILD)/libolmo.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 all: $(BUILD)/olmo tests
 

@@ -465,7 +465,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t st) {
 namespace cuemu {
 
 static const int kMaxThreads = 1024;
-static const size_t kStaticSmem = 48 << 10, kMaxSmem = 227 << 10, kStack = 64 << 10;
+static const size_t kStaticSmem = 48 << 10, kMaxSmem = 227 << 10, kStack = 48 << 10;
 
 enum FiberState { READY, AT_BARRIER, AT_WARP, DONE };
 struct Fiber {
@@ -501,6 +501,8 @@ struct Worker {
     std::vector<std::pair<int, size_t>> sites;   // shared declaration site -> offset
     Launch *launch = nullptr;
     unsigned nthreads = 0;
+    std::vector<unsigned> order;   // this round's thread order
+    unsigned pos = 0;              // index in order of the running fiber
     unsigned long long block_linear = 0;
     char *altstack = nullptr;
 };
@@ -525,16 +527,36 @@ static void worker_init(Worker *w) {
     install_fault_handler();
 }
 
+// The running fiber stops (it waits, or it is done): switch straight to the next ready
+// fiber of this round, or back to the scheduler when the round is over. One switch per
+// stop instead of two through the scheduler.
+static void hand_over(Fiber *f) {
+    Worker *w = t_worker;
+    const unsigned n = w->nthreads;
+    for (unsigned k = w->pos + 1; k < n; k++) {
+        Fiber *g = &w->fibers[w->order[k]];
+        if (g->state != READY) continue;
+        w->pos = k;
+        t_fiber = g;
+        t_pos = &g->pos;
+        cuemu_switch(&f->sp, g->sp);
+        return;
+    }
+    cuemu_switch(&f->sp, w->sched_sp);
+}
+
 [[noreturn]] static void fiber_main(Fiber *f) {
     Worker *w = t_worker;
     w->launch->run(w->launch->pack);
     f->state = DONE;
-    cuemu_switch(&f->sp, w->sched_sp);
+    hand_over(f);
     __builtin_unreachable();
 }
 
 static void fiber_prepare(Worker *w, Fiber *f, unsigned i) {
-    char *top = w->stacks + (size_t)(i + 1) * kStack;   // 16-byte aligned
+    // The tops of the stacks are staggered: at a power-of-two stride every fiber's frame
+    // would fall in the same cache sets and they would evict each other on every switch.
+    char *top = w->stacks + (size_t)(i + 1) * kStack - (size_t)(i % 61) * 272;   // 16-byte aligned
     uint64_t *fr = (uint64_t *)(top - 64);
     uint32_t mx = 0x1f80;
     uint16_t cw = 0x037f;
@@ -550,8 +572,6 @@ static void fiber_prepare(Worker *w, Fiber *f, unsigned i) {
     f->sp = fr;
 }
 
-// Block to the scheduler until resumed.
-static void yield_to_scheduler(Fiber *f) { cuemu_switch(&f->sp, t_worker->sched_sp); }
 
 
 [[noreturn]] static void abort_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -581,7 +601,7 @@ void syncthreads(const char *file, int line) {
     f->state = AT_BARRIER;
     f->file = file;
     f->line = line;
-    yield_to_scheduler(f);
+    hand_over(f);
 }
 
 static void noop_complete(WarpOp **, unsigned) {}
@@ -598,7 +618,7 @@ void warp_collective(WarpOp *op, const char *file, int line, unsigned mask) {
     f->line = line;
     f->op = op;
     f->mask = mask;
-    yield_to_scheduler(f);
+    hand_over(f);
 }
 
 void shfl_complete(WarpOp **ops, unsigned mask) {
@@ -808,7 +828,8 @@ static void run_block(Worker *w, Launch *L, unsigned long long blin) {
         f->line = 0;
         fiber_prepare(w, f, i);
     }
-    std::vector<unsigned> order(n);
+    std::vector<unsigned> &order = w->order;
+    order.resize(n);
     for (unsigned i = 0; i < n; i++) order[i] = g_order == 1 ? n - 1 - i : i;
     unsigned long long round = 0;
     for (;;) {
@@ -820,13 +841,15 @@ static void run_block(Worker *w, Launch *L, unsigned long long blin) {
             }
         }
         round++;
+        // run the round: the first ready fiber, which hands over to the next (hand_over)
         for (unsigned k = 0; k < n; k++) {
             Fiber *f = &w->fibers[order[k]];
             if (f->state != READY) continue;
+            w->pos = k;
             t_fiber = f;
             t_pos = &f->pos;
             cuemu_switch(&w->sched_sp, f->sp);
-            if (L->refused) break;
+            break;
         }
         t_fiber = nullptr;
         t_pos = nullptr;

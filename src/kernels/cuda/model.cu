@@ -14,6 +14,8 @@
 #include <cublasLt.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -928,6 +930,41 @@ int cuda_nccl_unique_id(void *id, size_t cap) {
 
 #ifdef OLMO_NCCL
 #define NCCL_CHECK(x) OLMO_LIB_CHECK("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, x)
+
+// Wait for the NCCL operations just queued on the model's stream, polling the
+// communicator's asynchronous error meanwhile: a peer whose process died (NCCL reports
+// ncclRemoteError or ncclSystemError when its connections close) or that never joins the
+// collective (stalled, hung, or killed without the transport noticing) ends this rank with
+// a message after OLMO_NCCL_TIMEOUT seconds (default 600) instead of hanging forever;
+// mpirun then stops the other ranks. The host blocks here, where it would block at the
+// gradient norm's synchronization a few kernels later anyway.
+static void nccl_wait(CudaModelBase *b, const char *what) {
+    const char *e = getenv("OLMO_NCCL_TIMEOUT");
+    const double limit = e && *e ? atof(e) : 600.0;
+    timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long spin = 0;; spin++) {
+        cudaError_t q = cudaStreamQuery(b->st);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) CUDA_CHECK(q);
+        ncclResult_t ae = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(b->comm, &ae));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double waited = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+        if ((ae != ncclSuccess && ae != ncclInProgress) || waited > limit) {
+            ncclCommAbort(b->comm);
+            b->comm = nullptr;
+            if (ae != ncclSuccess && ae != ncclInProgress)
+                fprintf(stderr, "olmo: error: NCCL: %s failed on rank %d of %d: %s (a peer rank died or lost its connection)\n",
+                        what, b->rank, b->world, ncclGetErrorString(ae));
+            else
+                fprintf(stderr, "olmo: error: NCCL: %s did not complete within %.0f s on rank %d of %d (OLMO_NCCL_TIMEOUT): a peer rank is stalled or gone\n",
+                        what, limit, b->rank, b->world);
+            exit(1);
+        }
+        if (spin > 1000) usleep(200);
+    }
+}
 #endif
 
 int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen) {
@@ -970,6 +1007,7 @@ void cuda_grad_reduce(CudaModel *cm) {
         NCCL_CHECK(ncclReduce(p, p, b->bounds[r + 1] - b->bounds[r], ncclFloat, ncclSum, r, b->comm, b->st));
     }
     NCCL_CHECK(ncclGroupEnd());
+    nccl_wait(b, "the gradient reduce");
 #else
     (void)cm;
     fprintf(stderr, "olmo: error: cuda_grad_reduce: built without NCCL\n");
@@ -1000,6 +1038,7 @@ void cuda_params_allgather(CudaModel *cm) {
             NCCL_CHECK(ncclBroadcast(p, p, e - a, ncclFloat, r, b->comm, b->st));
         }
     NCCL_CHECK(ncclGroupEnd());
+    nccl_wait(b, "the weight all-gather");
 #else
     (void)cm;
     fprintf(stderr, "olmo: error: cuda_params_allgather: built without NCCL\n");

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# test_cuda_emu.sh: the CUDA backend executed on this CPU (tests/cuemu, docs/cuda.md
+# "Emulation"): builds build-emu/ with `make CUDA_EMU=1` (the real src/kernels/cuda/*.cu,
+# each CUDA thread a fiber, cuBLASLt and NCCL-over-MPI in software), then runs
+#   1. tests/test_cuda: every case (fp32, bf16 WMMA and SIMT attention, window, GQA, head
+#      dim 128, YaRN + document mask, accumulation, recompute, memory plan == allocation),
+#      with the block's threads run in forward order, then case 2 (partial tiles, tile
+#      skipping) again in reverse and in a seeded random order;
+#   2. tests/test_cuda.sh with the emulated binary: train.backend=cuda training, resume
+#      CPU -> CUDA and CUDA -> CPU, determinism, in-loop device evaluation, host-MPI data
+#      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer).
+# The measured time of this test is in the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build-emu
+command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
+make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda 2>&1 | grep -v "pragma unroll\|^ *[0-9]* | *#pragma\|^ *| *\^" || true
+[ -x $B/olmo ] && [ -x $B/tests/test_cuda ] || { echo "FAIL: the emulated build failed"; exit 1; }
+export OMP_NUM_THREADS=1
+t0=$(date +%s)
+$B/tests/test_cuda
+for order in reverse random:7; do
+  echo "== test_cuda case 2 with CUEMU_ORDER=$order"
+  CUEMU_ORDER=$order OLMO_TEST_CUDA_CASE=2 $B/tests/test_cuda | grep -E "logits|gradients|determinism|passed|FAIL"
+done
+t1=$(date +%s)
+OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=2 OLMO_TEST_NCCL_RANKS=2 bash tests/test_cuda.sh
+t2=$(date +%s)
+echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s"
