@@ -55,7 +55,7 @@ BOUNDS = [
     (K + 'attention.cu', 'idx >= (size_t)B * Tn * NH', 'idx > (size_t)B * Tn * NH', 'Di row bound off by one'),
     (K + 'model.cu', 'if (i < n) dst[i]', 'if (i <= n) dst[i]', 'cast bound off by one'),
     (K + 'model.cu', 'if (idx >= (size_t)N * C) return;', 'if (idx > (size_t)N * C) return;', 'embedding bound off by one'),
-    (K + 'model.cu', 'for (int n = 0; n < N; n++) dE', 'for (int n = 1; n < N; n++) dE', 'first token of the embedding gradient skipped'),
+    (K + 'model.cu', 'for (int i = off[u]; i < off[u + 1]; i++) acc', 'for (int i = off[u] + 1; i < off[u + 1]; i++) acc', 'first position of a token skipped (embedding gradient)'),
     (K + 'model.cu', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS)', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS) - 1', 'norm chunk end off by one'),
     (K + 'model.cu', 'for (int p = 0; p < NORM_PARTS; p++)', 'for (int p = 1; p < NORM_PARTS; p++)', 'first norm chunk dropped'),
     (K + 'model.cu', 'if (idx >= (size_t)BT * H * half) return;', 'if (idx > (size_t)BT * H * half) return;', 'rope bound off by one'),

@@ -7,8 +7,8 @@
 //   alignment         every pointer at least as aligned as the preference promised the
 //                     heuristic, and aligned to its element size
 //   memory            A, B, C, D and the workspace lie wholly in device memory
-// The product: operands of the declared type widened to fp32, D = alpha op(A) op(B) +
-// beta C by OpenBLAS sgemm (fp32 accumulation), rounded to D's type.
+// The product: operands of the declared type widened to fp32, acc = alpha op(A) op(B) by
+// OpenBLAS sgemm (fp32 accumulation), then D = acc + beta C per element, rounded to D's type.
 #include <cblas.h>
 #include <stdarg.h>
 
@@ -212,12 +212,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     std::vector<float> abuf, bbuf;
     const float *a32 = widen(A, adesc, abuf), *b32 = widen(B, bdesc, bbuf);
     const CBLAS_TRANSPOSE ta = op->ta ? CblasTrans : CblasNoTrans, tb = op->tb ? CblasTrans : CblasNoTrans;
-    if (ddesc->type == CUDA_R_32F) {
+    if (ddesc->type == CUDA_R_32F && be == 0.0f) {
+        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32, (int)bdesc->ld, 0.0f,
+                    (float *)D, (int)ddesc->ld);
+    } else if (ddesc->type == CUDA_R_32F) {
+        // cuBLAS's epilogue: the product accumulated on its own, then D = alpha acc + beta C
+        // once per element (sgemm with beta = 1 would add C into its partial sums: another
+        // rounding, and in-place micro-batch accumulation would no longer be g1 + g2)
+        std::vector<float> acc((size_t)m * n);
+        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32, (int)bdesc->ld, 0.0f,
+                    acc.data(), (int)m);
+        const float *c = (const float *)C;
         float *d = (float *)D;
-        if (C != D)
-            for (uint64_t j = 0; j < n; j++) memcpy(d + j * ddesc->ld, (const float *)C + j * cdesc->ld, m * 4);
-        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32,
-                    (int)bdesc->ld, be, d, (int)ddesc->ld);
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t i = 0; i < m; i++) d[j * ddesc->ld + i] = acc[j * m + i] + be * c[j * cdesc->ld + i];
     } else {
         std::vector<float> acc((size_t)m * n);
         cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32,

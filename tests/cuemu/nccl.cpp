@@ -208,8 +208,9 @@ void post(Coll *c) {
     }
 }
 
+// Post a collective; the stream's earlier work was completed by ncclGroupEnd (or here
+// for an ungrouped one): the operations of one group must not wait for each other.
 void issue(Coll *c, cudaStream_t st) {
-    cudaStreamSynchronize(st);   // the stream's earlier work (kernels) comes first
     post(c);
     g_live.push_back(c);
     cuemu::stream_add_pending(st, c);
@@ -226,7 +227,10 @@ ncclResult_t enqueue(Coll *c, cudaStream_t st) {
     if (bytes && writes && !cuemu::is_device_range(c->recv, bytes, nullptr))
         return fail(ncclInvalidArgument, "%s: receive buffer %p + %zu bytes is not device memory", c->what, c->recv, bytes);
     if (g_group > 0) g_queue.push_back({c, st});
-    else issue(c, st);
+    else {
+        cudaStreamSynchronize(st);
+        issue(c, st);
+    }
     return ncclSuccess;
 }
 
@@ -350,6 +354,7 @@ ncclResult_t ncclGroupEnd(void) {
     if (--g_group == 0) {
         std::vector<Queued> q;
         q.swap(g_queue);
+        for (Queued &e : q) cudaStreamSynchronize(e.st);   // earlier work on the streams first
         for (Queued &e : q) issue(e.c, e.st);
     }
     return ncclSuccess;
