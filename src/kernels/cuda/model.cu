@@ -655,8 +655,9 @@ template <typename T> struct CudaModelT : CudaModelBase {
         std::vector<int32_t> idx(N);
         for (int n = 0; n < N; n++) idx[n] = n;
         std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return tok[a] < tok[b]; });
-        emb_h.assign(3 * (size_t)N + 1, 0);
-        int32_t *rows = emb_h.data(), *offs = rows + N, *pos = offs + N + 1;
+        const size_t M = (size_t)max_B * max_T;   // the device buffers' layout: rows (M) | off (M+1) | pos (M)
+        emb_h.assign(3 * M + 1, 0);
+        int32_t *rows = emb_h.data(), *offs = rows + M, *pos = offs + M + 1;
         int u = 0;
         for (int i = 0; i < N; i++) {
             if (i == 0 || tok[idx[i]] != tok[idx[i - 1]]) {
