@@ -2,6 +2,9 @@
 # test_cuda_emu.sh: the CUDA backend executed on this CPU (tests/cuemu, docs/cuda.md
 # "Emulation"): builds build-emu/ with `make CUDA_EMU=1` (the real src/kernels/cuda/*.cu,
 # each CUDA thread a fiber, cuBLASLt and NCCL-over-MPI in software), then runs
+#   0. tests/test_cuemu: the device semantics themselves (launches refused with the real
+#      error codes; barrier mismatches, early exits, out-of-bounds accesses and host
+#      pointers reported naming the kernel; a missing __syncwarp made visible);
 #   1. tests/test_cuda_attention (the attention ops forward and backward against the CPU on
 #      tile-edge shapes, every path) and tests/test_cuda (the whole model against the CPU:
 #      fp32, bf16 WMMA and SIMT attention, window, GQA, head dim 128, YaRN + document mask,
@@ -17,13 +20,14 @@ cd "$(dirname "$0")/.."
 B=build-emu
 command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention >"$log" 2>&1; then
+if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_cuemu >"$log" 2>&1; then
   grep -v "pragma unroll" "$log" | tail -40
   echo "FAIL: the emulated build (make CUDA_EMU=1 BUILD=$B) failed"
   exit 1
 fi
 export OMP_NUM_THREADS=1
 t0=$(date +%s)
+$B/tests/test_cuemu 2>/dev/null   # the emulation's own refusals and aborts (their diagnostics go to stderr)
 $B/tests/test_cuda_attention
 $B/tests/test_cuda
 for order in reverse random:7; do

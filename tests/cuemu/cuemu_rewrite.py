@@ -46,6 +46,23 @@ class Src:
         return fname, line + self.text.count('\n', start, pos)
 
 
+def in_literal(s, pos):
+    """Whether s[pos] lies inside a string or character literal of its line."""
+    j = s.rfind('\n', 0, pos) + 1
+    q = None
+    while j < pos:
+        c = s[j]
+        if q:
+            if c == '\\':
+                j += 1
+            elif c == q:
+                q = None
+        elif c in '"\'':
+            q = c
+        j += 1
+    return q is not None
+
+
 def match_close(s, i, open_ch, close_ch):
     """Index of the bracket closing s[i] == open_ch (skips string and char literals)."""
     depth, j, n = 0, i, len(s)
@@ -89,6 +106,10 @@ def rewrite_launches(src):
         i = s.find('<<<', pos)
         if i < 0:
             break
+        if in_literal(s, i):
+            out.append(s[pos:i + 3])
+            pos = i + 3
+            continue
         where = '%s:%d' % src.where(i)
         j = s.find('>>>', i)
         if j < 0:
@@ -139,7 +160,7 @@ def rewrite_launches(src):
 def rewrite_shared(src):
     s, out, pos, site = src.text, [], 0, 0
     for m in re.finditer(r'\b__shared__\b', s):
-        if m.start() < pos:
+        if m.start() < pos or in_literal(s, m.start()):
             continue
         where = '%s:%d' % src.where(m.start())
         # the statement: from after the previous ; { } to the next ;
@@ -205,7 +226,7 @@ def rewrite_shared(src):
 def rewrite_launch_bounds(src):
     s, out, pos = src.text, [], 0
     for m in re.finditer(r'\b__launch_bounds__\s*\(', s):
-        if m.start() < pos:
+        if m.start() < pos or in_literal(s, m.start()):
             continue
         where = '%s:%d' % src.where(m.start())
         c = match_close(s, m.end() - 1, '(', ')')
@@ -234,9 +255,9 @@ def main():
     # shared-memory declaration sites: unique within this translation unit
     text = text.replace('__COUNTER_BASE__', '0')
     for bad in ('__shared__', '<<<', '__launch_bounds__', '__constant__', '__managed__'):
-        i = text.find(bad)
-        if i >= 0:
-            die('%s:%d' % Src(text).where(i), '%s is not supported by the emulation' % bad)
+        for m in re.finditer(re.escape(bad), text):
+            if not in_literal(text, m.start()):
+                die('%s:%d' % Src(text).where(m.start()), '%s is not supported by the emulation' % bad)
     open(sys.argv[2], 'w').write(text)
 
 

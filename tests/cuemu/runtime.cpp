@@ -936,10 +936,10 @@ cudaError_t func_set_attribute(const void *key, cudaFuncAttribute attr, int valu
 
 bool kernel_arg_ok(const void *p, const char *name, int index, const char *file, int line) {
     if (!p || is_device_ptr(p)) return true;
+    // on a device the kernel faults when it dereferences it (a sticky illegal-address error)
     diag("launch of %s at %s:%d: argument %d (%p) is not device memory (a host pointer passed to a kernel)", name, file,
          line, index, p);
-    set_error(cudaErrorInvalidValue);
-    return false;
+    _exit(86);
 }
 
 static cudaError_t refuse_launch(const LaunchCfg &c, const char *name, const char *file, int line, cudaError_t e,
