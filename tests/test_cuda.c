@@ -15,7 +15,8 @@
 //              residual stream and its gradient are now fp32 (as autocast), which can
 //              only tighten them; the first GPU run prints the measured distances, and
 //              the bounds are to be set from those (never loosened without a measurement).
-//   both:      two runs from the same init are bitwise identical after 2 steps
+//   both:      the checkpoint streamed from the device is byte for byte the one the CPU
+//              writes of the same state; two runs from the same init are bitwise identical after 2 steps
 //              (determinism), the second with activation recompute (OLMO_CUDA_RECOMPUTE=1).
 // Without a device (or a binary built without CUDA): prints "SKIP: no CUDA device" and
 // exits 0. `test_cuda dump OUTDIR [PRESET] [T]` writes weights, tokens and CPU/GPU logits
@@ -25,9 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/model.h"
 #include "train/backend.h"
+#include "train/checkpoint.h"
 #include "train/step.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
@@ -160,6 +163,53 @@ static void band_free(Band *b) {
     free(b->e); free(b->m_prev);
 }
 
+// The device's checkpoint, streamed tensor by tensor from the device
+// (backend_save_checkpoint: ckpt_commit_fetch through cuda_download_range), is byte for
+// byte the checkpoint the CPU writes of the same state downloaded to the host
+// (ckpt_snapshot_buffers + ckpt_commit): model, optimizer and train state files alike.
+static void streamed_checkpoint(Run *g, const ModelConfig *cfg, const char *tag) {
+    char dir[2][128], cmd[600];
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    st.cfg = *cfg;
+    st.n_params = g->m.table.total;
+    st.step = STEPS;
+    st.adam_step = STEPS;
+    st.tokens = (long)STEPS * GB * T;
+    skipstep_init(&st.skip, 8, 6);
+    snprintf(st.sched.name, sizeof st.sched.name, "cosine");
+    memset(st.loader.fingerprint, 'a', 64);
+    st.recipe_yaml = "model:\n  preset: olmo3-tiny\n";
+    ckpt_sha256_hex(st.recipe_yaml, strlen(st.recipe_yaml), st.recipe_sha256);
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir[k], sizeof dir[k], "/tmp/olmo_test_cuda_ckpt.%d.%d", (int)getpid(), k);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir[k]);
+        if (system(cmd)) {}
+        CkptWriter *w = ckpt_writer_create(dir[k], &g->m.table, 1, 0, 0);
+        if (k == 0) backend_save_checkpoint(g->be, &g->tc, w, &st);
+        else {
+            backend_sync_to_host(g->be, &g->tc, 1);
+            float *P, *M, *V;
+            ckpt_snapshot_buffers(w, &P, &M, &V);
+            const size_t n = g->m.table.total;
+            memcpy(P, g->m.params, 4 * n);
+            memcpy(M, g->tc.opt.m, 4 * n);
+            memcpy(V, g->tc.opt.v, 4 * n);
+            ckpt_commit(w, &st);
+        }
+        ckpt_writer_free(w);
+    }
+    snprintf(cmd, sizeof cmd, "diff -r %s/checkpoints %s/checkpoints >/dev/null && ls %s/checkpoints/*/*.safetensors >/dev/null",
+             dir[0], dir[1], dir[0]);
+    int same = system(cmd) == 0;
+    printf("%s streamed checkpoint: %s the host-written one\n", tag, same ? "byte for byte" : "DIFFERS from");
+    CHECK(same, "%s: the streamed checkpoint differs from the host-written one", tag);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir[k]);
+        if (system(cmd)) {}
+    }
+}
+
 // One comparison of the GPU (prec) against the CPU. Tolerances: see the header comment.
 static void compare(const ModelConfig *cfg, Precision prec) {
     const int bf = prec == PRECISION_BF16;
@@ -259,6 +309,8 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     if (!bf) printf("%s: parameters after each step: worst |gpu - cpu| / allowance %.3g (%s, step %d)\n", tag, worst_ratio, worst_p, worst_step);
     printf("%s: parameters after each of %d steps within the Adam band (2 lr)\n", tag, STEPS);
     band_free(&band);
+
+    streamed_checkpoint(&gpu, cfg, tag);
 
     // determinism: a second GPU run from the same init, bitwise equal to the first after
     // DET_STEPS steps (two updates, each of two micro-batches accumulated in place: what
