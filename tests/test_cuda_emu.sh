@@ -27,7 +27,7 @@ if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/test
 fi
 export OMP_NUM_THREADS=1
 t0=$(date +%s)
-$B/tests/test_cuemu 2>/dev/null   # the emulation's own refusals and aborts (their diagnostics go to stderr)
+$B/tests/test_cuemu   # the emulation's own refusals and aborts (the cuemu: lines are its diagnostics)
 $B/tests/test_cuda_attention
 $B/tests/test_cuda
 for order in reverse random:7; do

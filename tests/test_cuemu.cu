@@ -25,17 +25,9 @@
 
 #include <vector>
 
+#include "check.h"
 #include "kernels/cuda/common.cuh"
 
-static int failures;
-#define CHECK(cond, ...)                  \
-    do {                                  \
-        if (!(cond)) {                    \
-            printf("FAIL: " __VA_ARGS__); \
-            printf("\n");                 \
-            failures++;                   \
-        }                                 \
-    } while (0)
 
 __global__ void k_fill(float *x, float v) { x[blockIdx.y * gridDim.x * blockDim.x + blockIdx.x * blockDim.x + threadIdx.x] = v; }
 __global__ void __launch_bounds__(128) k_bounded(float *x) { x[threadIdx.x] = 2.0f; }
