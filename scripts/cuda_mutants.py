@@ -9,7 +9,8 @@ built with `make CUDA_EMU=1` in a scratch copy of the tree, and build-emu/tests/
 and build-emu/tests/test_cuda_attention (op level, seconds) run against it: the attention
 test first, then test_cuda's cases 1, 3 and 2; a mutant is killed by the first failing
 run (a wrong result, a barrier or warp mismatch, a fault, or a run over the time limit). A mutant that survives forward thread
-order is run again in reverse and random order (the attention test and case 1).
+order is run again in warp-serial, reverse and random order (CUEMU_ORDER; the attention test
+and case 1).
 
 Usage: scripts/cuda_mutants.py [--only SUBSTRING] [--list] [--timeout S]
 Writes a table to stdout; the report of the last run is in docs/cuda.md.
@@ -108,7 +109,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--only', default='')
     ap.add_argument('--list', action='store_true')
-    ap.add_argument('--timeout', type=int, default=300)
+    ap.add_argument('--timeout', type=int, default=600)
     a = ap.parse_args()
     ms = [m for m in mutants() if a.only in m[5] or a.only in m[0]]
     if a.list:
@@ -136,30 +137,28 @@ def main():
             verdict = None
             if r.returncode:
                 verdict = 'killed (does not compile)'
-            # the op-level attention test first (seconds), then the whole model (test_cuda
-            # cases); in the other thread orders the attention test and case 1 again
-            for order in ('forward', 'reverse', 'random:7'):
+            # cheapest first: the op-level attention test (seconds) in every thread order, then
+            # test_cuda's case 1 in every order, then cases 3 and 2 in forward order
+            orders = ('forward', 'warps', 'reverse', 'random:7')
+            runs = ([('test_cuda_attention', None, o) for o in orders] + [('test_cuda', '1', o) for o in orders] +
+                    [('test_cuda', '3', 'forward'), ('test_cuda', '2', 'forward')])
+            for prog, case, order in runs:
                 if verdict:
                     break
-                runs = [('test_cuda_attention', None), ('test_cuda', '1')]
-                if order == 'forward':
-                    runs += [('test_cuda', '3'), ('test_cuda', '2')]
-                for prog, case in runs:
-                    e = dict(env, CUEMU_ORDER=order)
-                    if case:
-                        e['OLMO_TEST_CUDA_CASE'] = case
-                    tag = '%s%s, %s order' % (prog, ' case ' + case if case else '', order)
-                    try:
-                        t = subprocess.run(['build-emu/tests/' + prog], cwd=tree, env=e, capture_output=True, text=True,
-                                           timeout=a.timeout)
-                    except subprocess.TimeoutExpired:
-                        verdict = 'killed (%s: over %d s)' % (tag, a.timeout)
-                        break
-                    if t.returncode:
-                        out = t.stdout + t.stderr
-                        first = next((l for l in out.split('\n') if 'FAIL' in l or 'cuemu:' in l), 'exit %d' % t.returncode)
-                        verdict = 'killed (%s): %s' % (tag, first.strip()[:120])
-                        break
+                e = dict(env, CUEMU_ORDER=order)
+                if case:
+                    e['OLMO_TEST_CUDA_CASE'] = case
+                tag = '%s%s, %s order' % (prog, ' case ' + case if case else '', order)
+                try:
+                    t = subprocess.run(['build-emu/tests/' + prog], cwd=tree, env=e, capture_output=True, text=True,
+                                       timeout=a.timeout)
+                except subprocess.TimeoutExpired:
+                    verdict = 'killed (%s: over %d s)' % (tag, a.timeout)
+                    break
+                if t.returncode:
+                    out = t.stdout + t.stderr
+                    first = next((l for l in out.split('\n') if 'FAIL' in l or 'cuemu:' in l), 'exit %d' % t.returncode)
+                    verdict = 'killed (%s): %s' % (tag, first.strip()[:120])
             if verdict:
                 killed += 1
             else:

@@ -9,8 +9,9 @@
 #      tile-edge shapes, every path) and tests/test_cuda (the whole model against the CPU:
 #      fp32, bf16 WMMA and SIMT attention, window, GQA, head dim 128, YaRN + document mask,
 #      accumulation, recompute, memory plan == allocation), with each block's threads run
-#      in forward order; then the attention test and test_cuda's case 1 again in reverse
-#      and in a seeded random order (CUEMU_ORDER);
+#      in forward order; then the attention test and test_cuda's case 1 again warp-serial
+#      (each warp alone up to the next block barrier), in reverse and in a seeded random
+#      order (CUEMU_ORDER);
 #   2. tests/test_cuda.sh with the emulated binary: train.backend=cuda training, resume
 #      CPU -> CUDA and CUDA -> CPU, determinism, in-loop device evaluation, host-MPI data
 #      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer).
@@ -30,7 +31,7 @@ t0=$(date +%s)
 $B/tests/test_cuemu   # the emulation's own refusals and aborts (the cuemu: lines are its diagnostics)
 $B/tests/test_cuda_attention
 $B/tests/test_cuda
-for order in reverse random:7; do
+for order in warps reverse random:7; do
   echo "== CUEMU_ORDER=$order: test_cuda_attention, test_cuda case 1"
   CUEMU_ORDER=$order $B/tests/test_cuda_attention | tail -1
   CUEMU_ORDER=$order OLMO_TEST_CUDA_CASE=1 $B/tests/test_cuda | grep -E "worst|determinism|passed|FAIL"

@@ -6,7 +6,9 @@
 //              Between two meeting points a fiber runs alone; at a meeting point
 //              (cuemu.h) it waits until the others of its warp or block get there. The
 //              order in which a block's fibers run is CUEMU_ORDER = forward (default),
-//              reverse or random[:SEED] (a new permutation every round).
+//              reverse or random[:SEED] (rounds in which every ready thread runs to its
+//              next meeting point, in that order; random: a new permutation every round),
+//              or warps (warp-serial: each warp runs alone up to the next block barrier).
 //   memory     cudaMalloc maps each allocation between guard pages (an access past the
 //              end or before the start faults and is reported with the kernel, block and
 //              thread); the bytes between the 256-byte-rounded size and the page are
@@ -532,7 +534,7 @@ static void worker_init(Worker *w) {
 // stop instead of two through the scheduler.
 static void hand_over(Fiber *f) {
     Worker *w = t_worker;
-    const unsigned n = w->nthreads;
+    const unsigned n = (unsigned)w->order.size();
     for (unsigned k = w->pos + 1; k < n; k++) {
         Fiber *g = &w->fibers[w->order[k]];
         if (g->state != READY) continue;
@@ -679,7 +681,7 @@ void launch_bounds_check(int max_threads) {
 }
 
 // ---- scheduling one block ----
-static unsigned g_order = 0;   // 0 forward, 1 reverse, 2 random
+static unsigned g_order = 0;   // 0 forward, 1 reverse, 2 random, 3 warp-serial
 static unsigned long long g_seed = 1;
 static void order_init() {
     const char *e = getenv("CUEMU_ORDER");
@@ -688,8 +690,9 @@ static void order_init() {
     else if (!strncmp(e, "random", 6)) {
         g_order = 2;
         if (e[6] == ':') g_seed = strtoull(e + 7, nullptr, 10);
-    } else {
-        diag("CUEMU_ORDER=%s: expected forward, reverse or random[:SEED]", e);
+    } else if (!strcmp(e, "warps")) g_order = 3;
+    else {
+        diag("CUEMU_ORDER=%s: expected forward, reverse, random[:SEED] or warps", e);
         _exit(2);
     }
 }
@@ -829,31 +832,53 @@ static void run_block(Worker *w, Launch *L, unsigned long long blin) {
         fiber_prepare(w, f, i);
     }
     std::vector<unsigned> &order = w->order;
-    order.resize(n);
-    for (unsigned i = 0; i < n; i++) order[i] = g_order == 1 ? n - 1 - i : i;
     unsigned long long round = 0;
-    for (;;) {
-        if (g_order == 2) {   // a new permutation each round
-            uint64_t s = mix(g_seed ^ mix(blin * 0x9e3779b97f4a7c15ULL + round));
-            for (unsigned i = n - 1; i > 0; i--) {
-                s = mix(s + i);
-                std::swap(order[i], order[s % (i + 1)]);
-            }
-        }
-        round++;
-        // run the round: the first ready fiber, which hands over to the next (hand_over)
-        for (unsigned k = 0; k < n; k++) {
+    // Run one round over `order`: the first ready fiber, which hands over to the next ready
+    // one (hand_over) until the round is through. 0 if no fiber was ready.
+    auto run_round = [&]() {
+        for (unsigned k = 0; k < order.size(); k++) {
             Fiber *f = &w->fibers[order[k]];
             if (f->state != READY) continue;
             w->pos = k;
             t_fiber = f;
             t_pos = &f->pos;
             cuemu_switch(&w->sched_sp, f->sp);
-            break;
+            t_fiber = nullptr;
+            t_pos = nullptr;
+            return true;
         }
-        t_fiber = nullptr;
-        t_pos = nullptr;
-        if (L->refused) return;
+        return false;
+    };
+    for (;;) {
+        if (g_order == 3) {
+            // warp-serial: each warp runs alone, its collectives completed as soon as its
+            // lanes meet, until every lane waits at a block barrier (or is done); then the
+            // next warp. One warp gets as far ahead of the others as a barrier allows, which
+            // shows a shared buffer overwritten while another warp still reads it (a missing
+            // barrier at the top of a tile loop) that lockstep rounds hide.
+            for (unsigned w0 = 0; w0 < n; w0 += 32) {
+                order.clear();
+                for (unsigned l = w0; l < n && l < w0 + 32; l++) order.push_back(l);
+                for (;;) {
+                    bool ran = run_round();
+                    if (L->refused) return;
+                    if (!resolve_warps(w) && !ran) break;
+                }
+            }
+        } else {
+            order.resize(n);
+            for (unsigned i = 0; i < n; i++) order[i] = g_order == 1 ? n - 1 - i : i;
+            if (g_order == 2) {   // a new permutation each round
+                uint64_t s = mix(g_seed ^ mix(blin * 0x9e3779b97f4a7c15ULL + round));
+                for (unsigned i = n - 1; i > 0; i--) {
+                    s = mix(s + i);
+                    std::swap(order[i], order[s % (i + 1)]);
+                }
+            }
+            round++;
+            run_round();
+            if (L->refused) return;
+        }
         unsigned done = 0;
         for (unsigned i = 0; i < n; i++) done += w->fibers[i].state == DONE;
         if (done == n) return;
