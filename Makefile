@@ -20,6 +20,15 @@ endif
 # CUDA backend (docs/cuda.md): built when nvcc is found (PATH, else /usr/local/cuda/bin/nvcc);
 # CUDA=0 turns it off, CUDA=1 insists. Sanitizer builds (-fsanitize in CFLAGS/LDFLAGS) default
 # to CUDA=0: ASan and the CUDA runtime do not mix, and they would compile the kernels twice.
+# CUDA_EMU=1: the same .cu files built for the emulated device of tests/cuemu (each CUDA
+# thread a fiber, cuBLASLt and NCCL-over-MPI in software; docs/cuda.md "Emulation"), so the
+# CUDA backend runs on a machine without a GPU: `make CUDA_EMU=1 BUILD=build-emu`.
+CUDA_EMU ?= 0
+ifeq ($(CUDA_EMU),1)
+NVCC := tests/cuemu/nvcc
+CUDA := 1
+NCCL := $(MPI)
+endif
 ifeq ($(origin NVCC),undefined)
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 endif
@@ -32,7 +41,6 @@ endif
 CUDA ?= 0
 CU_OBJ :=
 ifeq ($(CUDA),1)
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # No --use_fast_math: it would not change any summation order (determinism holds either
 # way) but __expf/approximate division cost the fp32 mode its 1e-5 parity with the CPU.
 NVCCFLAGS ?= -O3
@@ -40,7 +48,18 @@ NVCCFLAGS += -std=c++17 -Isrc -gencode arch=compute_90,code=sm_90 -gencode arch=
 CFLAGS += -DOLMO_CUDA
 CU_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+ifeq ($(CUDA_EMU),1)
+EMU_SRC := $(sort $(wildcard tests/cuemu/*.cpp))
+ifneq ($(NCCL),1)
+EMU_SRC := $(filter-out tests/cuemu/nccl.cpp,$(EMU_SRC))
+endif
+CU_OBJ += $(EMU_SRC:%.cpp=$(BUILD)/%.o)
+LDLIBS += -lstdc++
+$(CU_SRC:%.cu=$(BUILD)/%.cu.o): tests/cuemu/nvcc tests/cuemu/cuemu_rewrite.py
+else
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+endif
 # NCCL (multi-GPU ZeRO-1 on the devices, docs/cuda.md): used when nccl.h is found under
 # $(CUDA_HOME)/include or /usr/include; NCCL=0 turns it off. Without it, mpirun with
 # train.backend=cuda falls back to the host-MPI step (gradients and Adam on the CPU).
@@ -50,7 +69,9 @@ endif
 ifeq ($(NCCL),1)
 CFLAGS += -DOLMO_NCCL
 NVCCFLAGS += -DOLMO_NCCL
+ifneq ($(CUDA_EMU),1)
 LDLIBS += -lnccl
+endif
 endif
 endif
 
@@ -58,6 +79,13 @@ SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' 
 OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# CUDA test programs (tests/*.cu): built with the CUDA backend, real or emulated
+ifeq ($(CUDA),1)
+TEST_CU_BIN := $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/*.cu))
+TEST_BIN += $(TEST_CU_BIN)
+$(TEST_CU_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.cu.o $(BUILD)/libolmo.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 all: $(BUILD)/olmo tests
 
@@ -71,6 +99,10 @@ $(BUILD)/libolmo.a: $(OBJ)
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
+
+$(BUILD)/tests/cuemu/%.o: tests/cuemu/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -Itests/cuemu/include -Itests/cuemu $(MPI_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

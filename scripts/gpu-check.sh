@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh OUTDIR: the one prepared GPU session for the CUDA backend (docs/cuda.md).
-# Runs on a machine with one NVIDIA GPU (an H200 here). The whole check fits in 5 minutes
-# (BUDGET_S = 295 s: every step's limit is cut to what is left of it), so a 15-minute
+# Runs on a machine with one NVIDIA GPU (an H200 here). The whole check fits in 6 minutes
+# (BUDGET_S = 345 s: every step's limit is cut to what is left of it), so a 15-minute
 # device session can rerun it once after a fix. Steps, each under its own time limit:
 #   env          nvidia-smi, nvcc, torch/transformers versions                    10 s
 #   build        prebuilt binaries from build-gpu-prebuilt/ (made here with --prepare and
@@ -15,6 +15,14 @@
 #                YaRN + document mask                                             40 s
 #                a failed case is rerun alone under CUDA_LAUNCH_BLOCKING=1 (the error
 #                then names the failing launch), appended to test_cuda.log         25 s
+#   attention    test_cuda_attention: the attention ops vs the CPU on tile-edge shapes,
+#                every path (fp32, bf16 SIMT, bf16 WMMA), appended to test_cuda.log 15 s
+#   launch_codes test_cuemu: the launches a device refuses, with its error codes (the
+#                emulation returns the same ones: a difference is a bug there)    10 s
+#   sanitizer    compute-sanitizer (where the machine has it) on test_cuda_attention:
+#                racecheck (shared-memory races between threads of a block: the one
+#                class of bug the CPU emulation cannot show) and memcheck, appended to
+#                test_cuda.log                                                     35 s
 #   test_cuda_sh checkpoints across backends (CPU -> GPU -> CPU), GPU determinism  55 s
 #   hf_compare   our logits (CPU, GPU fp32, GPU bf16) vs HF transformers Olmo3, then
 #                YaRN (CPU logits, full layers only) vs HF's Olmo3 YaRN: one HF_YARN line
@@ -47,7 +55,7 @@ if [ "${1:-}" = "--prepare" ]; then
   # libnccl (hundreds of MB) need not travel.
   CFLAGS="-O3 -march=x86-64-v3" LDFLAGS="-Wl,--disable-new-dtags -Wl,-rpath,'\$\$ORIGIN/../lib'" \
     make -s BUILD=build-gpu-obj MPI=0 CUDA=1 NCCL=0 -j"$(nproc)" all || exit 1
-  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_bench "$P/bin/"
+  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_attention build-gpu-obj/tests/test_cuemu build-gpu-obj/tests/test_cuda_bench "$P/bin/"
   strip "$P"/bin/*
   for b in "$P"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $3}'
@@ -61,7 +69,7 @@ fi
 S="$OUT/summary.txt"
 : >"$S"
 T_START=$(date +%s)
-BUDGET_S=${GPU_CHECK_BUDGET_S:-295}
+BUDGET_S=${GPU_CHECK_BUDGET_S:-345}
 FAILED=()
 note() { echo "$*" | tee -a "$S"; }
 left() { echo $(( BUDGET_S - ($(date +%s) - T_START) )); }
@@ -74,8 +82,9 @@ run() {
   if [ "$limit" -lt 5 ]; then note "[$name] SKIPPED: the ${BUDGET_S}s budget is spent"; FAILED+=("$name"); return 125; fi
   local t0; t0=$(date +%s)
   local rc=0
-  if [ "${APPEND:-0}" = 1 ]; then timeout -k 5 "$limit" "$@" >>"$OUT/$name.log" 2>&1 || rc=$?
-  else timeout -k 5 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?; fi
+  local log=$OUT/${LOG:-$name}.log   # LOG=other: into other.log (the tool returns at most 8 files)
+  if [ "${APPEND:-0}" = 1 ]; then timeout -k 5 "$limit" "$@" >>"$log" 2>&1 || rc=$?
+  else timeout -k 5 "$limit" "$@" >"$log" 2>&1 || rc=$?; fi
   local dt=$(( $(date +%s) - t0 ))
   local what=ok; [ $rc = 0 ] || what="FAILED rc=$rc"; [ $rc = 124 ] && what="TIMEOUT after ${limit}s"
   note "[$name] $what (${dt}s)"
@@ -111,9 +120,11 @@ if [ -z "$BIN" ]; then
   tail -30 "$OUT/build.log" | sed 's/^/  | /' | tee -a "$S"
   exit 1
 fi
-TC=$BIN/test_cuda; TB=$BIN/test_cuda_bench
+TC=$BIN/test_cuda; TB=$BIN/test_cuda_bench; TA=$BIN/test_cuda_attention
 [ -x "$TC" ] || TC=$BIN/tests/test_cuda
 [ -x "$TB" ] || TB=$BIN/tests/test_cuda_bench
+[ -x "$TA" ] || TA=$BIN/tests/test_cuda_attention
+TE=$BIN/test_cuemu; [ -x "$TE" ] || TE=$BIN/tests/test_cuemu
 export OLMO_BIN=$BIN/olmo
 export PYTHON=$(command -v python3)
 
@@ -147,7 +158,23 @@ if ! run test_cuda 40 "$TC"; then
   APPEND=1 run test_cuda 25 env OLMO_TEST_CUDA_CASE="${c:-}" CUDA_LAUNCH_BLOCKING=1 "$TC"
 fi
 noskip test_cuda
-excerpt test_cuda "^== |memory plan|logits|gradients|loss:|determinism|FAIL|passed|SKIP|error|rerun" 24
+excerpt test_cuda "^== |memory plan|logits|gradients|loss:|determinism|worst|FAIL|passed|SKIP|error|rerun" 24
+{ echo; echo "==== test_cuda_attention"; } >>"$OUT/test_cuda.log"
+APPEND=1 LOG=test_cuda run attention 15 "$TA"
+# the launch refusals the emulation imitates: the real device's error codes
+{ echo; echo "==== test_cuemu (launch refusals and their error codes, as the emulation gives them)"; } >>"$OUT/test_cuda.log"
+APPEND=1 LOG=test_cuda run launch_codes 10 "$TE"
+excerpt test_cuda "^(1025|grid y|64 KiB|256 threads|legal)|test_cuemu:" 8
+grep -q "^SKIP: no CUDA device" "$OUT/test_cuda.log" && { note "[attention] FAILED: no CUDA device seen"; FAILED+=(attention); }
+excerpt test_cuda "^(fp32|bf16) (simt|wmma)|test_cuda_attention:" 16
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$SAN" ]; then
+  { echo; echo "==== compute-sanitizer racecheck + memcheck: test_cuda_attention"; } >>"$OUT/test_cuda.log"
+  APPEND=1 LOG=test_cuda run sanitizer 35 bash -c "'$SAN' --tool racecheck --error-exitcode 3 '$TA' && '$SAN' --tool memcheck --error-exitcode 3 '$TA'"
+  excerpt test_cuda "ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Invalid" 8
+else
+  note "[sanitizer] compute-sanitizer not found on this machine: not run"
+fi
 run test_cuda_sh 55 bash tests/test_cuda.sh
 noskip test_cuda_sh
 excerpt test_cuda_sh "continue|determinism|FAIL|passed|SKIP|mismatch|step |error" 12

@@ -50,9 +50,9 @@ read -r P WEIGHTS GRAD MASTER1 ADAM1 S MASTER8 ADAM8 NORMS ACT ACTR SCRATCH < <(
   actr = 4 * (L + 1) * N * C + per + 2 * N * C + 4 * N;
   # scratch: dres + fp32 h; dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm (bf16); Di;
   # LM-head chunk of 1024 rows (fp32 logits + bf16 dlogits); row CE, z (double), token
-  # CE; 64 x 4096 norm partials (double); token ids and targets; RoPE cos/sin; chunk
-  # sums of squares (double); 32 MiB cuBLASLt workspace
-  scratch = 8 * N * C + 2 * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH + 1024 * V * 6 + 20 * N + 8 * 64 * C + 8 * N + 4 * T * D + 8 * nc + 32 * 1048576;
+  # CE; 64 x 4096 norm partials (double); token ids and targets; positions grouped by
+  # token (3N+1 ints); RoPE cos/sin; chunk sums of squares (double); 32 MiB cuBLASLt workspace
+  scratch = 8 * N * C + 2 * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH + 1024 * V * 6 + 20 * N + 8 * 64 * C + 8 * N + 4 * (3 * N + 1) + 4 * T * D + 8 * nc + 32 * 1048576;
   printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", P, 2 * P, 4 * P, 4 * P, 8 * P, S, 4 * S, 8 * S, norms, act, actr, scratch
 }')
 grep -q "parameters: $P total" <<<"$out1" || fail "parameter count: hand $P, printed $(grep parameters: <<<"$out1")"

@@ -174,7 +174,7 @@ finite $R/model.safetensors
 echo "ok: NaN gradients skipped (step 1, skip_step off, across a resume); weights and moments finite"
 
 # 5. an MPI rank dies
-if command -v mpirun >/dev/null && ldd "$OLMO" | grep -q libmpi; then
+if command -v mpirun >/dev/null && ldd "$OLMO" | grep libmpi >/dev/null; then
   M=$TMP/M
   OLMO_TEST_CKPT_PAUSE=0.5 timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 \
     -x OLMO_TEST_CKPT_PAUSE "$OLMO" train "$TMP/r.yml" train.run_dir=$M ckpt.interval=2 ckpt.async=false >$M.log 2>&1 &

@@ -57,13 +57,14 @@ void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int m
                      4 * Ls * N * (4 + NH) + es * N * C + 4 * N;
     // dres (+ fp32 h in bf16 mode); dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm; Di; the
     // LM-head chunk (fp32 logits, dlogits); row CE/z (double), token CE; norm partials;
-    // token ids and targets; RoPE (and YaRN) tables; norm chunk partials; workspace;
-    // document starts (document_mask).
+    // token ids and targets; positions grouped by token for the embedding backward (3N+1
+    // ints); RoPE (and YaRN) tables; norm chunk partials; workspace; document starts
+    // (document_mask).
     const double lmc = N < CUDA_LM_CHUNK_MAX ? N : CUDA_LM_CHUNK_MAX, maxw = C > Q ? C : Q;
     const double half = (double)max_T * cfg->head_dim / 2;
     const int yarn = cfg->rope_scaling.type == ROPE_SCALING_YARN;
     p->scratch = 4 * N * C * (bf16 ? 2 : 1) + es * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH +
-                 lmc * Vp * (4 + es) + N * (8 + 8 + 4) + 8.0 * CUDA_NORM_PARTS * maxw + 2 * 4 * N +
+                 lmc * Vp * (4 + es) + N * (8 + 8 + 4) + 8.0 * CUDA_NORM_PARTS * maxw + 2 * 4 * N + 4 * (3 * N + 1) +
                  4 * half * (yarn ? 4 : 2) + 8 * (double)((t->total + 65535) / 65536) + CUDA_WORKSPACE_BYTES +
                  (cfg->document_mask ? 4 * N : 0);
     p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;

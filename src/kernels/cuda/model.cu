@@ -7,13 +7,16 @@
 //               gradients from fixed row chunks (partials in double) summed in chunk order.
 //   LM head     chunked over tokens: logits chunk (fp32) by cuBLASLt, one block per row for
 //               max / logsumexp / CE / z-loss and dlogits, then the two backward GEMMs.
-//   embedding   backward: one thread per column walks the tokens in order (no atomics).
+//   embedding   backward: positions grouped by token on the host; one thread per (token,
+//               column) sums its positions in order and adds once (no atomics).
 //   optimizer   gradient tree, chunked sum of squares, clip and AdamW on the device.
 // Nothing uses float atomics; every reduction has a fixed order, so a run is reproducible
 // bit for bit on the same GPU model, driver and library versions.
 #include <cublasLt.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -65,11 +68,18 @@ __global__ void embedding_fwd_kernel(float *out, const int32_t *tok, const TE *E
     out[idx] = tof(E[(size_t)tok[n] * C + c]);
 }
 
-// dE (V, C) += dout rows (fp32 residual gradient), tokens in order; one thread per column.
-__global__ void embedding_bwd_kernel(float *dE, const float *dout, const int32_t *tok, int N, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+// dE (V, C) += this micro-batch's rows of the fp32 residual gradient. Positions are grouped
+// by token on the host (rows[u], its positions pos[off[u] .. off[u+1]) in order): each
+// distinct token's sum is formed on its own, from 0 in token order, and added to dE once.
+// So in-place accumulation of micro-batches gives exactly g1 + g2, the sum the CPU's
+// gradient tree and the host-MPI reduce form. One thread per (distinct token, column).
+__global__ void embedding_bwd_kernel(float *dE, const float *dout, const int32_t *rows, const int32_t *off,
+                                     const int32_t *pos, int C) {
+    const int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int n = 0; n < N; n++) dE[(size_t)tok[n] * C + c] += dout[(size_t)n * C + c];
+    float acc = 0.0f;
+    for (int i = off[u]; i < off[u + 1]; i++) acc += dout[(size_t)pos[i] * C + c];
+    dE[(size_t)rows[u] * C + c] += acc;
 }
 
 // out = w * (x * rstd) (+ res); one block per row. Statistics in double as the CPU kernel.
@@ -390,6 +400,10 @@ template <typename T> struct CudaModelT : CudaModelBase {
     int32_t *tok_d, *tgt_d;
     int32_t *doc_d = nullptr;   // (N) document starts when cfg.document_mask, else none
     std::vector<int32_t> doc_h;
+    // the micro-batch's positions grouped by token (embedding_bwd_kernel): rows (U), off (U+1), pos (N)
+    int32_t *emb_rows, *emb_off, *emb_pos;
+    std::vector<int32_t> emb_h;   // rows | off | pos, uploaded in one copy
+    int emb_u = 0;
     int lm_chunk;
 
     size_t off(const float *p) const { return (size_t)(p - grad); }
@@ -451,6 +465,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         size_t maxw = d.C > d.Q ? d.C : d.Q;
         norm_part = must<double>((size_t)NORM_PARTS * maxw);
         tok_d = must<int32_t>(N); tgt_d = must<int32_t>(N);
+        emb_rows = must<int32_t>(3 * N + 1); emb_off = emb_rows + N; emb_pos = emb_off + N + 1;
         if (cfg.document_mask) { doc_d = must<int32_t>(N); doc_h.resize(N); }
         const size_t half = (size_t)max_T * d.D / 2;
         rope_cos = must<float>(half); rope_sin = must<float>(half);
@@ -597,6 +612,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
             doc_starts_from_tokens(inputs, B, T_, cfg.eos_id, doc_h.data());
             CUDA_CHECK(cudaMemcpyAsync(doc_d, doc_h.data(), N * 4, cudaMemcpyHostToDevice, st));
         }
+        if (want_grads) group_tokens(inputs, d.N);
         embedding_fwd_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(res, tok_d, W(mv.embed), d.N, d.C);
         CUDA_LAUNCH_CHECK();
         for (int l = 0; l < d.L; l++) layer_fwd(l, B, T_);
@@ -630,6 +646,29 @@ template <typename T> struct CudaModelT : CudaModelBase {
             sums.n_valid++;
         }
         return sums;
+    }
+
+    // The micro-batch's positions grouped by token, for the embedding backward: rows in
+    // ascending token order, each token's positions ascending; one upload.
+    void group_tokens(const int32_t *tok, int N) {
+        CUDA_CHECK(cudaStreamSynchronize(st));   // emb_h may still feed the previous copy
+        std::vector<int32_t> idx(N);
+        for (int n = 0; n < N; n++) idx[n] = n;
+        std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return tok[a] < tok[b]; });
+        const size_t M = (size_t)max_B * max_T;   // the device buffers' layout: rows (M) | off (M+1) | pos (M)
+        emb_h.assign(3 * M + 1, 0);
+        int32_t *rows = emb_h.data(), *offs = rows + M, *pos = offs + M + 1;
+        int u = 0;
+        for (int i = 0; i < N; i++) {
+            if (i == 0 || tok[idx[i]] != tok[idx[i - 1]]) {
+                rows[u] = tok[idx[i]];
+                offs[u++] = i;
+            }
+            pos[i] = idx[i];
+        }
+        offs[u] = N;
+        emb_u = u;
+        CUDA_CHECK(cudaMemcpyAsync(emb_rows, emb_h.data(), emb_h.size() * 4, cudaMemcpyHostToDevice, st));
     }
 
     // Backward into grad (mv's views): written by the first micro-batch of a step, added to
@@ -671,7 +710,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
             mm_bwd(dres, lg->wqkv, dqkv, xg, W(lw->wqkv), d.N, d.C, d.QKV, 1, 0);
         }
         if (!grad_acc) CUDA_CHECK(cudaMemsetAsync(gw.embed, 0, sizeof(float) * (size_t)cfg.padded_vocab * d.C, st));
-        embedding_bwd_kernel<<<nblk(d.C, 128), 128, 0, st>>>(gw.embed, dres, tok_d, d.N, d.C);
+        embedding_bwd_kernel<<<dim3((unsigned)emb_u, nblk(d.C, 128)), 128, 0, st>>>(gw.embed, dres, emb_rows, emb_off, emb_pos, d.C);
         CUDA_LAUNCH_CHECK();
     }
 };
@@ -928,6 +967,41 @@ int cuda_nccl_unique_id(void *id, size_t cap) {
 
 #ifdef OLMO_NCCL
 #define NCCL_CHECK(x) OLMO_LIB_CHECK("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, x)
+
+// Wait for the NCCL operations just queued on the model's stream, polling the
+// communicator's asynchronous error meanwhile: a peer whose process died (NCCL reports
+// ncclRemoteError or ncclSystemError when its connections close) or that never joins the
+// collective (stalled, hung, or killed without the transport noticing) ends this rank with
+// a message after OLMO_NCCL_TIMEOUT seconds (default 600) instead of hanging forever;
+// mpirun then stops the other ranks. The host blocks here, where it would block at the
+// gradient norm's synchronization a few kernels later anyway.
+static void nccl_wait(CudaModelBase *b, const char *what) {
+    const char *e = getenv("OLMO_NCCL_TIMEOUT");
+    const double limit = e && *e ? atof(e) : 600.0;
+    timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long spin = 0;; spin++) {
+        cudaError_t q = cudaStreamQuery(b->st);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) CUDA_CHECK(q);
+        ncclResult_t ae = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(b->comm, &ae));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double waited = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+        if ((ae != ncclSuccess && ae != ncclInProgress) || waited > limit) {
+            ncclCommAbort(b->comm);
+            b->comm = nullptr;
+            if (ae != ncclSuccess && ae != ncclInProgress)
+                fprintf(stderr, "olmo: error: NCCL: %s failed on rank %d of %d: %s (a peer rank died or lost its connection)\n",
+                        what, b->rank, b->world, ncclGetErrorString(ae));
+            else
+                fprintf(stderr, "olmo: error: NCCL: %s did not complete within %.0f s on rank %d of %d (OLMO_NCCL_TIMEOUT): a peer rank is stalled or gone\n",
+                        what, limit, b->rank, b->world);
+            exit(1);
+        }
+        if (spin > 1000) usleep(200);
+    }
+}
 #endif
 
 int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen) {
@@ -970,6 +1044,7 @@ void cuda_grad_reduce(CudaModel *cm) {
         NCCL_CHECK(ncclReduce(p, p, b->bounds[r + 1] - b->bounds[r], ncclFloat, ncclSum, r, b->comm, b->st));
     }
     NCCL_CHECK(ncclGroupEnd());
+    nccl_wait(b, "the gradient reduce");
 #else
     (void)cm;
     fprintf(stderr, "olmo: error: cuda_grad_reduce: built without NCCL\n");
@@ -1000,6 +1075,7 @@ void cuda_params_allgather(CudaModel *cm) {
             NCCL_CHECK(ncclBroadcast(p, p, e - a, ncclFloat, r, b->comm, b->st));
         }
     NCCL_CHECK(ncclGroupEnd());
+    nccl_wait(b, "the weight all-gather");
 #else
     (void)cm;
     fprintf(stderr, "olmo: error: cuda_params_allgather: built without NCCL\n");

@@ -1,0 +1,107 @@
+// mma.h (emulation): nvcuda::wmma for 16x16x16 tiles (bf16 or half operands, fp32
+// accumulator). Each lane owns 8 of a fragment's 256 elements (element e = i*32 + lane,
+// row-major over the logical tile), loaded and stored by that lane alone at the moment it
+// runs; mma_sync is a warp collective (all lanes of the warp, same call site) that
+// multiplies the tiles gathered from every lane with fp32 accumulation. The alignment
+// rules of the real API are checked (pointer 256-bit aligned, ldm a multiple of 16 bytes).
+#pragma once
+#include "cuda_bf16.h"
+#include "cuemu.h"
+
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "cuemu: only 16x16x16 WMMA fragments are emulated");
+    enum { num_elements = 8 };
+    T x[8];
+    const void *src = nullptr;   // where the lane loaded it from (checked by mma_sync)
+};
+
+namespace detail {
+template <typename T> inline float tofl(T v) { return (float)v; }
+inline float tofl(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> inline T fromfl(float v) { return (T)v; }
+template <> inline __nv_bfloat16 fromfl<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+void check_ptr(const char *file, int line, const void *p, unsigned ldm, size_t es, const char *what);
+template <bool RowMajor, typename T> void load(T *x, const T *p, unsigned ldm) {
+    const unsigned lane = cuemu::lane_id();
+    for (int i = 0; i < 8; i++) {
+        int e = i * 32 + (int)lane, r = e / 16, c = e % 16;
+        x[i] = RowMajor ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    }
+}
+struct MmaOp : cuemu::WarpOp {
+    float *d;
+    const float *c;
+    const void *a, *b;
+    int a_bf16, b_bf16;   // element types (bf16 or float)
+    const void *asrc, *bsrc;
+};
+void mma_complete(cuemu::WarpOp **ops, unsigned mask);
+}   // namespace detail
+
+template <typename Use, typename T, typename L>
+inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, T v) {
+    for (int i = 0; i < 8; i++) f.x[i] = v;
+    f.src = nullptr;
+}
+template <typename Use, typename L>
+inline void fill_fragment(fragment<Use, 16, 16, 16, __nv_bfloat16, L> &f, float v) {
+    for (int i = 0; i < 8; i++) f.x[i] = __float2bfloat16(v);
+    f.src = nullptr;
+}
+template <typename Use, typename T, typename L>
+inline void load_matrix_sync_at(const char *file, int line, fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
+    static_assert(!std::is_same<Use, accumulator>::value, "accumulator loads take a layout");
+    detail::check_ptr(file, line, p, ldm, sizeof(T), "load_matrix_sync");
+    detail::load<std::is_same<L, row_major>::value>(f.x, p, ldm);
+    f.src = p;
+}
+inline void load_matrix_sync_at(const char *file, int line, fragment<accumulator, 16, 16, 16, float> &f, const float *p,
+                                unsigned ldm, layout_t lay) {
+    detail::check_ptr(file, line, p, ldm, 4, "load_matrix_sync");
+    if (lay == mem_row_major) detail::load<true>(f.x, p, ldm);
+    else detail::load<false>(f.x, p, ldm);
+    f.src = p;
+}
+inline void store_matrix_sync_at(const char *file, int line, float *p, const fragment<accumulator, 16, 16, 16, float> &f,
+                                 unsigned ldm, layout_t lay) {
+    detail::check_ptr(file, line, p, ldm, 4, "store_matrix_sync");
+    const unsigned lane = cuemu::lane_id();
+    for (int i = 0; i < 8; i++) {
+        int e = i * 32 + (int)lane, r = e / 16, c = e % 16;
+        if (lay == mem_row_major) p[(size_t)r * ldm + c] = f.x[i];
+        else p[(size_t)c * ldm + r] = f.x[i];
+    }
+}
+template <typename TA, typename LA, typename TB, typename LB>
+inline void mma_sync_at(const char *file, int line, fragment<accumulator, 16, 16, 16, float> &d,
+                        const fragment<matrix_a, 16, 16, 16, TA, LA> &a, const fragment<matrix_b, 16, 16, 16, TB, LB> &b,
+                        const fragment<accumulator, 16, 16, 16, float> &c) {
+    static_assert(std::is_same<TA, TB>::value, "wmma: A and B of different types");
+    detail::MmaOp op;
+    op.complete = detail::mma_complete;
+    op.what = "wmma::mma_sync";
+    op.d = d.x;
+    op.c = c.x;
+    op.a = a.x;
+    op.b = b.x;
+    op.a_bf16 = op.b_bf16 = std::is_same<TA, __nv_bfloat16>::value;
+    op.asrc = a.src;
+    op.bsrc = b.src;
+    cuemu::warp_collective(&op, file, line, 0xffffffffu);
+    d.src = nullptr;
+}
+}   // namespace wmma
+}   // namespace nvcuda
+
+#define load_matrix_sync(...) load_matrix_sync_at(__FILE__, __LINE__, __VA_ARGS__)
+#define store_matrix_sync(...) store_matrix_sync_at(__FILE__, __LINE__, __VA_ARGS__)
+#define mma_sync(...) mma_sync_at(__FILE__, __LINE__, __VA_ARGS__)

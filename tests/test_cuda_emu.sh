@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_cuda_emu.sh: the CUDA backend executed on this CPU (tests/cuemu, docs/cuda.md
+# "Emulation"): builds build-emu/ with `make CUDA_EMU=1` (the real src/kernels/cuda/*.cu,
+# each CUDA thread a fiber, cuBLASLt and NCCL-over-MPI in software), then runs
+#   0. tests/test_cuemu: the device semantics themselves (launches refused with the real
+#      error codes; barrier mismatches, early exits, out-of-bounds accesses and host
+#      pointers reported naming the kernel; a missing __syncwarp made visible);
+#   1. tests/test_cuda_attention (the attention ops forward and backward against the CPU on
+#      tile-edge shapes, every path) and tests/test_cuda (the whole model against the CPU:
+#      fp32, bf16 WMMA and SIMT attention, window, GQA, head dim 128, YaRN + document mask,
+#      accumulation, recompute, memory plan == allocation), with each block's threads run
+#      in forward order; then the attention test and test_cuda's case 1 again warp-serial
+#      (each warp alone up to the next block barrier), in reverse and in a seeded random
+#      order (CUEMU_ORDER);
+#   2. tests/test_cuda.sh with the emulated binary: train.backend=cuda training, resume
+#      CPU -> CUDA and CUDA -> CPU, determinism, in-loop device evaluation, host-MPI data
+#      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer).
+# The measured time of this test is in the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build-emu
+command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_cuemu >"$log" 2>&1; then
+  grep -v "pragma unroll" "$log" | tail -40
+  echo "FAIL: the emulated build (make CUDA_EMU=1 BUILD=$B) failed"
+  exit 1
+fi
+export OMP_NUM_THREADS=1
+t0=$(date +%s)
+$B/tests/test_cuemu   # the emulation's own refusals and aborts (the cuemu: lines are its diagnostics)
+$B/tests/test_cuda_attention
+$B/tests/test_cuda
+for order in warps reverse random:7; do
+  echo "== CUEMU_ORDER=$order: test_cuda_attention, test_cuda case 1"
+  CUEMU_ORDER=$order $B/tests/test_cuda_attention | tail -1
+  CUEMU_ORDER=$order OLMO_TEST_CUDA_CASE=1 $B/tests/test_cuda | grep -E "worst|determinism|passed|FAIL"
+done
+t1=$(date +%s)
+OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=2 OLMO_TEST_NCCL_RANKS=2 bash tests/test_cuda.sh
+t2=$(date +%s)
+echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s"
