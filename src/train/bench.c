@@ -250,7 +250,7 @@ static void remove_init(const char *dir, const char *path) {
 
 // "  olmo.c   fp32 sgemm    2 threads:    701.6 tokens/s" (label padded to `pad`)
 static void print_c(const char *prec, const char *eng, const char *label, int pad, double tps) {
-    printf("  olmo.c   %-4s %-8s %-*s %8.1f tokens/s", prec, eng, pad, label, tps);
+    printf("  olmo.c   %-4s %-10s %-*s %8.1f tokens/s", prec, eng, pad, label, tps);
 }
 
 // Ends a result line: marks it when other processes took CPU meanwhile (counted in *busy).
@@ -383,7 +383,7 @@ int cmd_bench(int argc, char **argv) {
                     printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
                     continue;
                 }
-                printf("  PyTorch  %-13s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
+                printf("  PyTorch  %-15s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
                        width, mt[p].tps, mt[p].rss_gib, mt[p].loss);
                 for (int q = 0; q < 2; q++)   // olmo.c at precision q against this PyTorch run
                     if (mc[q].tps > 0 && (q == p || q == 1))

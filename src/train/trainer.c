@@ -560,10 +560,11 @@ int cmd_train(int argc, char **argv) {
             backend_describe(be, desc, sizeof desc);
             printf("%s\n", desc);
         } else if (bprec == PRECISION_BF16) {
-            const int amx = !strcmp(matmul_bf16_engine(), "amx");
+            const int emu = !strcmp(matmul_bf16_engine(), "emulated");
             printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
                    "and Adam%s\n", matmul_bf16_engine(),
-                   amx ? "" : " (AMX-BF16 unavailable or OLMO_NO_AMX=1: emulated, slower than fp32; docs/performance.md)");
+                   emu ? " (no native bf16 engine for this CPU, or switched off: emulated, about as fast as fp32; "
+                         "docs/performance.md)" : "");
         }
         fflush(stdout);
     }
