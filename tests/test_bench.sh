@@ -2,7 +2,7 @@
 # test_bench.sh: `olmo bench` (issue 8) prints what it promises, with finite numbers:
 #  1. config (a), one timed step, fp32 and bf16: a tokens/s | MFU | peak RSS | loss line per
 #     precision, the header with both measured per-core GEMM peaks, each cached under its
-#     own key (unless measured on a busy machine: then not cached);
+#     own key (unless measured on a busy machine: then not cached), and `olmo info` shows them;
 #  2. the smoke config with --threads-scan --ranks-scan and PyTorch: 1-thread lines, the
 #     PyTorch fp32 and bf16-autocast lines with their ratios (autocast ran every matmul in
 #     bf16), their losses equal olmo.c's (same init, tokens and optimizer: fp32 within 1e-5
@@ -64,6 +64,14 @@ if [ $busy32 = 0 ]; then
     || fail "second run did not use the cached fp32 peak"
 fi
 echo "ok config (a): fp32 and bf16 lines, both peaks measured and cached (busy: fp32 $busy32, bf16 $busy16)"
+# olmo info shows the cached per-core peaks per instruction set (the one in force marked)
+"$OLMO" info olmo3-tiny >"$TMP/info.log" 2>&1 || fail "olmo info: $(cat "$TMP/info.log")"
+eng=$(sed -n 's/.*bf16 GEMM peak [^(]*(\([a-z0-9]*\) calibration.*/\1/p' "$TMP/a.log")
+for x in "fp32 sgemm:$busy32" "bf16 $eng (default here):$busy16"; do
+  if [ "${x##*:}" = 0 ]; then grep -q "^  ${x%:*} *[0-9.]* GFLOP/s$" "$TMP/info.log" || fail "info lacks '${x%:*}': $(cat "$TMP/info.log")"
+  else grep -q "^  ${x%:*} *not calibrated yet" "$TMP/info.log" || fail "info: '${x%:*}' should be uncalibrated"; fi
+done
+echo "ok olmo info: cached per-core peaks (fp32 sgemm, bf16 $eng)"
 
 # --- 2. smoke config: threads, PyTorch, ranks
 torch=0; $PY -c "import torch" 2>/dev/null && torch=1

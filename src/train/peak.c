@@ -202,19 +202,33 @@ double peak_calibrate(int bf16, int n, int threads, double *other_cpus) {
     return best;
 }
 
-// kind "" (fp32) or "bf16-ENGINE-"; keyed by host, BLAS kernel set and physical core count:
-// each changes the figure.
-static void cache_path(char *out, size_t len, const char *kind, int cores) {
+// The cache file of `engine` ("sgemm": fp32, else a bf16 engine): keyed by host, BLAS kernel
+// set, engine and physical core count -- each changes the figure.
+static void cache_path(char *out, size_t len, const char *engine, int cores) {
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    char host[128] = "host";
+    char host[128] = "host", kind[64] = "";
     gethostname(host, sizeof host - 1);
+    if (strcmp(engine, "sgemm")) snprintf(kind, sizeof kind, "bf16-%s-", engine);
     const char *core = openblas_get_corename();
     if (xdg && *xdg) snprintf(out, len, "%s/olmo/peak-%s%s-%s-c%d.txt", xdg, kind, host, core, cores);
     else snprintf(out, len, "%s/.cache/olmo/peak-%s%s-%s-c%d.txt", home ? home : "/tmp", kind, host, core, cores);
 }
 
 #define ATTEMPTS 3
+
+double core_peak_cached(const char *engine, int *cores) {
+    affinity_cpus(cores);
+    char path[4096];
+    cache_path(path, sizeof path, engine, *cores);
+    FILE *f = fopen(path, "r");
+    double v = 0;
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1 || !(v > 0)) v = 0;
+        fclose(f);
+    }
+    return v;
+}
 
 void core_peak(int bf16, double recipe_per_core, CorePeak *out) {
     memset(out, 0, sizeof *out);
@@ -225,17 +239,10 @@ void core_peak(int bf16, double recipe_per_core, CorePeak *out) {
         return;
     }
     int cores;
-    affinity_cpus(&cores);
+    double v = core_peak_cached(out->engine, &cores);
     out->cores = cores;
-    char kind[64], path[4096];
-    snprintf(kind, sizeof kind, bf16 ? "bf16-%s-" : "", out->engine);
-    cache_path(path, sizeof path, kind, cores);
-    FILE *f = fopen(path, "r");
-    double v = 0;
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1) v = 0;
-        fclose(f);
-    }
+    char path[4096];
+    cache_path(path, sizeof path, out->engine, cores);
     if (v > 0) {
         out->per_core = v;
         snprintf(out->source, sizeof out->source, "%s calibration on %d core%s, cached", out->engine, cores,

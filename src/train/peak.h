@@ -62,6 +62,9 @@ typedef struct {
 // bf16 = 0: fp32 sgemm; 1: the bf16 matmul engine in force. recipe_per_core > 0 is used as
 // given (perf.peak_flops: FLOP/s per physical core). Otherwise cached, or calibrated now.
 void core_peak(int bf16, double recipe_per_core, CorePeak *out);
+// The cached per-core peak of `engine` ("sgemm", or a bf16 engine name) at this process's
+// core count, or 0 when there is none. *cores: that core count.
+double core_peak_cached(const char *engine, int *cores);
 // A calibration now (no cache): FLOP/s of `threads` threads on an n x n x n product.
 // *other_cpus: CPUs something else kept busy meanwhile (other_load).
 double peak_calibrate(int bf16, int n, int threads, double *other_cpus);
