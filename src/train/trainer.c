@@ -563,7 +563,7 @@ int cmd_train(int argc, char **argv) {
             const int emu = !strcmp(matmul_bf16_engine(), "emulated");
             printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
                    "and Adam%s\n", matmul_bf16_engine(),
-                   emu ? " (no native bf16 engine for this CPU, or switched off: emulated, about as fast as fp32; "
+                   emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
                          "docs/performance.md)" : "");
         }
         fflush(stdout);
