@@ -12,7 +12,11 @@
 // like of oneDNN's untimed conversion. Both: the best of 5 runs after one warm-up, GFLOP/s = 2 M N K / s. Then determinism:
 // each library's output at 1 thread against 2 threads, bitwise (olmo.c by construction;
 // oneDNN's is what this checks), and the two outputs' largest relative difference.
-// Usage: bench_bf16_gemm [--fp32] [M N K ...]   (default: the shapes below)
+// --insn: the instruction ceilings instead, one thread: register-only loops of 24
+// independent accumulators, VDPBF16PS zmm (64 FLOP each) and VFMADD231PS zmm (32 FLOP each),
+// the best of 3 runs of 1e8 instructions -- on Intel a VDPBF16PS issues at half the FMA rate.
+// Usage: bench_bf16_gemm [--fp32] [M N K ...]   (default: the shapes below) | --insn
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -93,7 +97,44 @@ static void packed_run(void *p) {
     bf16_gemm(q->out, q->N, 0, q->pa, bf16_ktiles(q->K), q->pb, bf16_ktiles(q->K), q->M, q->N, q->K, 0);
 }
 
+__attribute__((target("avx512f,avx512bf16"))) static void insn(void) {
+    double best[2] = {0, 0};
+    for (int rep = 0; rep < 3; rep++) {
+        const long n = 100000000 / 24;
+        __m512 acc[24];
+        for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
+        __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a;
+        double t0 = now_seconds();
+        for (long k = 0; k < n; k++) {
+#pragma GCC unroll 24
+            for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+            __asm__ volatile("" : "+v"(a));   // keeps the loop from being folded
+        }
+        double g = n * 24 * 64.0 / (now_seconds() - t0) / 1e9;
+        __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f), f[24];
+        for (int i = 0; i < 24; i++) f[i] = acc[i];
+        t0 = now_seconds();
+        for (long k = 0; k < n; k++) {
+#pragma GCC unroll 24
+            for (int i = 0; i < 24; i++) f[i] = _mm512_fmadd_ps(f[i], x, y);
+            __asm__ volatile("" : "+v"(x));
+        }
+        double h = n * 24 * 32.0 / (now_seconds() - t0) / 1e9;
+        float sink = 0;
+        for (int i = 0; i < 24; i++) sink += _mm512_reduce_add_ps(f[i]);
+        if (sink == 12345.0f) printf(" ");
+        if (g > best[0]) best[0] = g;
+        if (h > best[1]) best[1] = h;
+    }
+    printf("one core: VDPBF16PS zmm %.1f GFLOP/s, VFMADD231PS zmm %.1f GFLOP/s (bf16 / fp32 = %.2f)\n", best[0], best[1],
+           best[0] / best[1]);
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--insn")) {
+        insn();
+        return 0;
+    }
     int fp32 = argc > 1 && !strcmp(argv[1], "--fp32");
     int def[][3] = {{2048, 768, 256}, {2048, 256, 768}, {2048, 100352, 256}, {2048, 2048, 2048}};
     int n = (argc - 1 - fp32) / 3, (*shapes)[3] = n ? malloc(sizeof(int[3]) * n) : def;

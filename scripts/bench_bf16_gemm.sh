@@ -6,7 +6,8 @@
 #   fp32:        olmo.c sgemm path vs oneDNN f32, ISA up to AVX512_CORE;
 #   avx512bf16:  OLMO_BF16_ENGINE=avx512bf16 vs oneDNN bf16 with DNNL_MAX_CPU_ISA=AVX512_CORE_BF16;
 #   amx:         OLMO_BF16_ENGINE=amx vs oneDNN bf16 with DNNL_MAX_CPU_ISA=AVX512_CORE_AMX
-# (each only where the CPU has the instructions). Extra args: M N K triples.
+# (each only where the CPU has the instructions), and with AVX512_BF16 the instruction
+# ceilings of one core (VDPBF16PS vs fp32 FMA, --insn). Extra args: M N K triples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f /usr/include/oneapi/dnnl/dnnl.h ] || { echo "bench_bf16_gemm: oneDNN headers missing (apt-get install libdnnl-dev)" >&2; exit 2; }
@@ -17,6 +18,7 @@ cc -O3 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Isrc scripts/bench_bf16_ge
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 DNNL_MAX_CPU_ISA=AVX512_CORE "$TMP/bench" --fp32 "$@"
 if [[ $flags == *avx512_bf16* ]]; then
+  "$TMP/bench" --insn
   OLMO_BF16_ENGINE=avx512bf16 DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 "$TMP/bench" "$@"
 fi
 if [[ $flags == *amx_bf16* ]]; then
