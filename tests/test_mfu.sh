@@ -9,8 +9,9 @@
 #     `olmo info` (4 digits). More ranks than CPUs is said (OVERSUBSCRIBED) on the startup line.
 #  2. No perf.peak_flops, 2 ranks, empty cache: the sgemm peak is calibrated per core and
 #     multiplied by the cores used; the stated figure is the metrics' peak_flops (0.1 GFLOP/s),
-#     the formula holds and MFU <= 100%. A quiet calibration is cached (the next run says
-#     "cached"); a busy one says BUSY and writes no cache file.
+#     the formula holds and MFU <= 100%. A quiet calibration is cached (the next runs, W = 2,
+#     1 and 4, say "cached" and state the same per-core figure); a busy one says BUSY and
+#     writes no cache file.
 cd "$(dirname "$0")/.."
 source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
@@ -64,8 +65,15 @@ if grep -q 'BUSY machine' $TMP/c2.log; then
   ls "$XDG_CACHE_HOME"/olmo/peak-* 2>/dev/null && fail "a busy calibration was cached"
   echo "calibration was busy: not cached (as it must)"
 else
-  ls "$XDG_CACHE_HOME"/olmo/peak-*-c*.txt >/dev/null || fail "a quiet calibration was not cached"
+  ls "$XDG_CACHE_HOME"/olmo/peak-*.txt >/dev/null || fail "a quiet calibration was not cached"
   mtrain 2 $TMP/c2b "${S[@]}" perf.peak_flops=0 || fail "calibrated W=2 again"
   grep -q '^MFU: .*, cached)$' $TMP/c2b.log || fail "second run did not use the cached calibration: $(grep ^MFU $TMP/c2b.log)"
+  # one per-core figure for every world size: W = 1 and 4 state the same GFLOP/s per core
+  train $TMP/c1 "${S[@]}" perf.peak_flops=0 || fail "calibrated W=1"
+  mtrain 4 $TMP/c4 "${S[@]}" perf.peak_flops=0 || fail "calibrated W=4"
+  per=$(for d in c2 c2b c1 c4; do sed -n 's/^MFU: .* cores\? x \([0-9.]*\) GFLOP\/s = .*/\1/p' $TMP/$d.log; done | sort -u)
+  [ "$(echo "$per" | wc -l)" = 1 ] || fail "per-core peaks differ between W = 2, 1, 4: $per"
+  check $TMP/c4 $(( 4 < CPUS ? 4 : CPUS )) 0 $(( 4 > CPUS ? 1 : 0 )) || fail "calibrated W=4 MFU"
+  echo "W = 2, 2, 1, 4: the same cached $per GFLOP/s per core"
 fi
 echo "test_mfu: ok"

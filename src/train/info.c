@@ -61,11 +61,12 @@ static void print_peaks(void) {
     const char *eng[] = {"sgemm", "amx", "avx512bf16", "emulated"};
     for (int i = 0; i < 4; i++) {
         if (i && !matmul_bf16_engine_on_cpu(eng[i])) continue;
-        double v = core_peak_cached(eng[i], &cores);
+        int on = 0;
+        double v = core_peak_cached(eng[i], &on);
         char what[64];
         snprintf(what, sizeof what, "%s %s%s", i ? "bf16" : "fp32", eng[i],
                  i && !strcmp(eng[i], matmul_bf16_engine()) ? " (default here)" : "");
-        if (v > 0) printf("  %-46s %10.1f GFLOP/s\n", what, v / 1e9);
+        if (v > 0) printf("  %-46s %10.1f GFLOP/s (measured on %d core%s)\n", what, v / 1e9, on, on > 1 ? "s" : "");
         else {
             char env[64] = "";
             if (i && strcmp(eng[i], matmul_bf16_engine())) snprintf(env, sizeof env, "OLMO_BF16_ENGINE=%s ", eng[i]);

@@ -203,28 +203,29 @@ double peak_calibrate(int bf16, int n, int threads, double *other_cpus) {
 }
 
 // The cache file of `engine` ("sgemm": fp32, else a bf16 engine): keyed by host, BLAS kernel
-// set, engine and physical core count -- each changes the figure.
-static void cache_path(char *out, size_t len, const char *engine, int cores) {
+// set and engine. Not by core count: one per-core figure per machine, so runs at any world
+// size, thread count or binding are measured against the same peak.
+static void cache_path(char *out, size_t len, const char *engine) {
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     char host[128] = "host", kind[64] = "";
     gethostname(host, sizeof host - 1);
     if (strcmp(engine, "sgemm")) snprintf(kind, sizeof kind, "bf16-%s-", engine);
     const char *core = openblas_get_corename();
-    if (xdg && *xdg) snprintf(out, len, "%s/olmo/peak-%s%s-%s-c%d.txt", xdg, kind, host, core, cores);
-    else snprintf(out, len, "%s/.cache/olmo/peak-%s%s-%s-c%d.txt", home ? home : "/tmp", kind, host, core, cores);
+    if (xdg && *xdg) snprintf(out, len, "%s/olmo/peak-%s%s-%s.txt", xdg, kind, host, core);
+    else snprintf(out, len, "%s/.cache/olmo/peak-%s%s-%s.txt", home ? home : "/tmp", kind, host, core);
 }
 
 #define ATTEMPTS 3
 
 double core_peak_cached(const char *engine, int *cores) {
-    affinity_cpus(cores);
     char path[4096];
-    cache_path(path, sizeof path, engine, *cores);
+    cache_path(path, sizeof path, engine);
     FILE *f = fopen(path, "r");
     double v = 0;
+    *cores = 0;
     if (f) {
-        if (fscanf(f, "%lf", &v) != 1 || !(v > 0)) v = 0;
+        if (fscanf(f, "%lf %d", &v, cores) != 2 || !(v > 0) || *cores < 1) v = 0;
         fclose(f);
     }
     return v;
@@ -240,15 +241,17 @@ void core_peak(int bf16, double recipe_per_core, CorePeak *out) {
     }
     int cores;
     double v = core_peak_cached(out->engine, &cores);
-    out->cores = cores;
-    char path[4096];
-    cache_path(path, sizeof path, out->engine, cores);
     if (v > 0) {
         out->per_core = v;
+        out->cores = cores;
         snprintf(out->source, sizeof out->source, "%s calibration on %d core%s, cached", out->engine, cores,
                  cores > 1 ? "s" : "");
         return;
     }
+    affinity_cpus(&cores);
+    out->cores = cores;
+    char path[4096];
+    cache_path(path, sizeof path, out->engine);
     // AMX: 4096 cubed (2048 is over in a few ms); the others 2048 cubed (about a second).
     const int n = bf16 && !strcmp(out->engine, "amx") ? 4096 : 2048;
     double best_quiet = 0, best_any = 0, least_load = INFINITY;
@@ -268,7 +271,7 @@ void core_peak(int bf16, double recipe_per_core, CorePeak *out) {
             *slash = 0;
             mkdir_p(dir);
         }
-        int len = snprintf(buf, sizeof buf, "%.6e\n", out->per_core);
+        int len = snprintf(buf, sizeof buf, "%.6e %d\n", out->per_core, cores);
         write_file_atomic(path, buf, (size_t)len);   // best effort: a read-only home only costs a re-measure
         snprintf(out->source, sizeof out->source, "%s calibration on %d core%s, measured now", out->engine, cores,
                  cores > 1 ? "s" : "");

@@ -11,11 +11,13 @@
 //
 // The per-core peak is calibrated: the best of a few large square products, one thread per
 // physical core on every core this process may run on, divided by that core count; cached
-// per host, BLAS kernel set, engine and core count in $XDG_CACHE_HOME/olmo (or ~/.cache/olmo):
-//   fp32: OpenBLAS sgemm, file peak-HOST-CORE-cN.txt;
+// per host, BLAS kernel set and engine (not core count: one figure per machine, whatever the
+// ranks and binding of the run that measured it) in $XDG_CACHE_HOME/olmo (or ~/.cache/olmo),
+// as "FLOP/s-per-core cores-measured-on":
+//   fp32: OpenBLAS sgemm, file peak-HOST-CORE.txt;
 //   bf16: matmul_forward under MATMUL_BF16 on the engine in force (kernels.h: amx or
 //         emulated; operands rounded and packed to bf16, fp32 accumulation, packing included
-//         as in training), file peak-bf16-ENGINE-HOST-CORE-cN.txt.
+//         as in training), file peak-bf16-ENGINE-HOST-CORE.txt.
 // A calibration during which anything else kept this process's CPUs busy (/proc/stat) is
 // measured again, up to 3 attempts; if all were busy the best figure serves this run only,
 // is labelled so, and is not cached (a low cached peak would inflate every later MFU).
@@ -62,8 +64,8 @@ typedef struct {
 // bf16 = 0: fp32 sgemm; 1: the bf16 matmul engine in force. recipe_per_core > 0 is used as
 // given (perf.peak_flops: FLOP/s per physical core). Otherwise cached, or calibrated now.
 void core_peak(int bf16, double recipe_per_core, CorePeak *out);
-// The cached per-core peak of `engine` ("sgemm", or a bf16 engine name) at this process's
-// core count, or 0 when there is none. *cores: that core count.
+// The cached per-core peak of `engine` ("sgemm", or a bf16 engine name), or 0 when there is
+// none. *cores: the physical cores it was measured on.
 double core_peak_cached(const char *engine, int *cores);
 // A calibration now (no cache): FLOP/s of `threads` threads on an n x n x n product.
 // *other_cpus: CPUs something else kept busy meanwhile (other_load).
