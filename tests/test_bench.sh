@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_bench.sh: `olmo bench` (issue 8) prints what it promises, with finite numbers:
 #  1. config (a), one timed step, fp32 and bf16: a tokens/s | MFU | peak RSS | loss line per
-#     precision, the header with both measured GEMM peaks, each cached under its own key;
+#     precision, the header with both measured per-core GEMM peaks, each cached under its
+#     own key (unless measured on a busy machine: then not cached), and `olmo info` shows them;
 #  2. the smoke config with --threads-scan --ranks-scan and PyTorch: 1-thread lines, the
 #     PyTorch fp32 and bf16-autocast lines with their ratios (autocast ran every matmul in
 #     bf16), their losses equal olmo.c's (same init, tokens and optimizer: fp32 within 1e-5
@@ -39,7 +40,8 @@ PY
 # --- 1. config (a), fp32 and bf16
 "$OLMO" bench --config a --steps 1 --no-torch --precision both >"$TMP/a.log" 2>&1 || { cat "$TMP/a.log"; fail "bench a"; }
 check "$TMP/a.log" '
-assert re.search(r"fp32 GEMM peak [0-9.]+ GFLOP/s .*\| bf16 GEMM peak [0-9.]+ GFLOP/s \((amx|emulated),", lines[0]), "header with both peaks"
+P = r"GEMM peak \d+ cores? x [0-9.]+ GFLOP/s = [0-9.]+ GFLOP/s \("
+assert re.search(r"fp32 " + P + r"sgemm calibration .*\| bf16 " + P + r"(amx|emulated) calibration", lines[0]), "header with both per-core peaks"
 for p in ("fp32", "bf16"):
     row = r"olmo\.c +" + p + r" +\S+ +\d+ threads?: +"
     tps = num(row + r"([0-9.]+) tokens/s")
@@ -50,12 +52,26 @@ for p in ("fp32", "bf16"):
 l32, l16 = num(r"fp32 .*loss ([0-9.]+)")[0], num(r"bf16 .*loss ([0-9.]+)")[0]
 assert abs(l32 - l16) < 0.05, f"bf16 loss {l16} far from fp32 {l32}"
 '
-ls "$TMP"/cache/olmo/peak-*-t*.txt >/dev/null && ls "$TMP"/cache/olmo/peak-bf16-*-t*.txt >/dev/null \
-  || fail "fp32 and bf16 peaks not cached separately: $(ls "$TMP"/cache/olmo)"
-[ "$(ls "$TMP"/cache/olmo | wc -l)" = 2 ] || fail "expected two cached peaks: $(ls "$TMP"/cache/olmo)"
-grep -q "cached fp32 GEMM calibration" <("$OLMO" bench --config smoke --steps 1 --no-torch --precision fp32) \
-  || fail "second run did not use the cached fp32 peak"
-echo "ok config (a): fp32 and bf16 lines, both peaks measured and cached"
+# Each quiet calibration cached under its own key (per engine); a BUSY one not at all.
+head -1 "$TMP/a.log" | grep -q 'fp32 GEMM peak [^|]*BUSY' && busy32=1 || busy32=0
+head -1 "$TMP/a.log" | grep -q 'bf16 GEMM peak [^|]*BUSY' && busy16=1 || busy16=0
+n32=$(ls "$TMP"/cache/olmo 2>/dev/null | grep -c '^peak-[^b].*\.txt$' || true)
+n16=$(ls "$TMP"/cache/olmo 2>/dev/null | grep -c '^peak-bf16-.*\.txt$' || true)
+[ "$n32" = $((1 - busy32)) ] && [ "$n16" = $((1 - busy16)) ] \
+  || fail "fp32 / bf16 peaks cached $n32 / $n16 times, busy $busy32 / $busy16: $(ls "$TMP"/cache/olmo)"
+if [ $busy32 = 0 ]; then
+  grep -q "sgemm calibration on [0-9]* cores\?, cached" <("$OLMO" bench --config smoke --steps 1 --no-torch --precision fp32) \
+    || fail "second run did not use the cached fp32 peak"
+fi
+echo "ok config (a): fp32 and bf16 lines, both peaks measured and cached (busy: fp32 $busy32, bf16 $busy16)"
+# olmo info shows the cached per-core peaks per instruction set (the one in force marked)
+"$OLMO" info olmo3-tiny >"$TMP/info.log" 2>&1 || fail "olmo info: $(cat "$TMP/info.log")"
+eng=$(sed -n 's/.*bf16 GEMM peak [^(]*(\([a-z0-9]*\) calibration.*/\1/p' "$TMP/a.log")
+for x in "fp32 sgemm:$busy32" "bf16 $eng (default here):$busy16"; do
+  if [ "${x##*:}" = 0 ]; then grep -q "^  ${x%:*} *[0-9.]* GFLOP/s (measured on [0-9]* cores\?)$" "$TMP/info.log" || fail "info lacks '${x%:*}': $(cat "$TMP/info.log")"
+  else grep -q "^  ${x%:*} *not calibrated yet" "$TMP/info.log" || fail "info: '${x%:*}' should be uncalibrated"; fi
+done
+echo "ok olmo info: cached per-core peaks (fp32 sgemm, bf16 $eng)"
 
 # --- 2. smoke config: threads, PyTorch, ranks
 torch=0; $PY -c "import torch" 2>/dev/null && torch=1

@@ -1,12 +1,14 @@
-// test_bf16.c: the bf16 matmul engine (src/kernels/cpu/bf16*.c, MATMUL_BF16).
+// test_bf16.c: the bf16 matmul engines (src/kernels/cpu/bf16*.c, MATMUL_BF16): the one
+// this CPU picks, then every other one it has in a child process (OLMO_BF16_ENGINE).
 // Reference: the same products in double from operands rounded by bf16_round, whose
 // rounding is itself checked against its definition (nearest, ties to even; denormals to
 // signed zero) and, on AMX machines, against VCVTNE2PS2BF16 through the packers. Products of
 // two bf16 values are exact in fp32, so the only error left is fp32 accumulation:
 // tolerance 1e-5 relative to the output's largest magnitude, as for the fp32 matmul.
 // Also: every pack layout and transpose, edge shapes (M, N not multiples of 16, K not of
-// 32; several k blocks and L2 groups), accumulate, AMX vs emulated agreement, and bitwise
+// 32; several k blocks and L2 groups), accumulate, every engine against the same reference, and bitwise
 // determinism at 1, 2 and 3 threads.
+#include <cpuid.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -126,7 +128,7 @@ static void lm_free(LM *l) { free(l->x), free(l->W), free(l->dx), free(l->dW), f
 static void test_lmhead_single(int N, int C, int V, int chunk, int vblock) {
     LM l = lm_make(N, C, V, chunk);
     float *dlo = malloc(sizeof(float) * N * V);
-    const int amx = !strcmp(matmul_bf16_engine(), "amx");
+    const int amx = strcmp(matmul_bf16_engine(), "emulated") != 0;   // a packed engine (AMX, AVX512_BF16)
     if (!amx) l.chunk = (N + 31) / 32 * 32, l.scratch = realloc(l.scratch, sizeof(float) * l.chunk * V);
     bf16_lmhead_dl_out = dlo, bf16_lmhead_vblock = vblock, bf16_lmhead_chunk = chunk;
     lm_run(&l);
@@ -169,7 +171,7 @@ static void test_lmhead_single(int N, int C, int V, int chunk, int vblock) {
 // Neither engine depends on the thread count.
 static void test_lmhead_splits(void) {
     const int N = 200, C = 48, V = 333;
-    const int amx = !strcmp(matmul_bf16_engine(), "amx");
+    const int amx = strcmp(matmul_bf16_engine(), "emulated") != 0;   // a packed engine (AMX, AVX512_BF16)
     LM a = lm_make(N, C, V, 224), b = lm_make(N, C, V, 64);
     memcpy(b.x, a.x, sizeof(float) * N * C), memcpy(b.W, a.W, sizeof(float) * V * C);
     bf16_lmhead_vblock = 64;   // 6 vocab blocks, the last partial
@@ -282,14 +284,20 @@ int main(int argc, char **argv) {
     test_lmhead_single(32, 96, 1024, 32, 0);
     test_lmhead_single(100, 48, 20, 64, 0);    // V < 32
     test_lmhead_splits();
-    // On an AMX machine, run everything again on the emulated engine (a child process: the
-    // engine is chosen once per process).
-    if (!strcmp(matmul_bf16_engine(), "amx") && !getenv("OLMO_NO_AMX")) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "OLMO_NO_AMX=1 %s", argv[0]);
-        printf("-- again with OLMO_NO_AMX=1 (emulated engine):\n");
-        fflush(stdout);
-        CHECK(system(cmd) == 0, "the emulated engine failed (output above)");
+    // Run everything again on every other engine this CPU has (a child process each: the
+    // engine is chosen once per process), the default process choosing them.
+    if (!getenv("OLMO_BF16_ENGINE")) {
+        unsigned a, b, c, d;
+        int avx512 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
+        const char *others[] = {"avx512bf16", "emulated"};
+        for (int i = 0; i < 2; i++) {
+            if (!strcmp(others[i], matmul_bf16_engine()) || (i == 0 && !avx512)) continue;
+            char cmd[4200];
+            snprintf(cmd, sizeof cmd, "OLMO_BF16_ENGINE=%s %s", others[i], argv[0]);
+            printf("-- again with OLMO_BF16_ENGINE=%s:\n", others[i]);
+            fflush(stdout);
+            CHECK(system(cmd) == 0, "the %s engine failed (output above)", others[i]);
+        }
     }
     printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
     return failures != 0;

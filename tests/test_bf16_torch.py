@@ -3,8 +3,8 @@
 
 build/tests/test_bf16 --dump writes random values (a quarter of them exact ties between two
 bf16 neighbours, some scaled by 1e30) with our bf16 rounding, and a linear layer's
-forward and backward computed under MATMUL_BF16, on both engines (AMX and, with
-OLMO_NO_AMX=1, emulated). Checked here:
+forward and backward computed under MATMUL_BF16, on every engine this CPU has (the default,
+then OLMO_BF16_ENGINE=avx512bf16 and emulated). Checked here:
   * rounding: identical bits to torch's float32 -> bfloat16 conversion (nearest, ties to
     even) for every value (none is denormal: there our rounding flushes to zero, as the
     hardware's VCVTNE2PS2BF16 does, and torch keeps the denormal);
@@ -60,7 +60,10 @@ def run(engine_env):
 if __name__ == "__main__":
     if not os.path.exists(TOOL):
         sys.exit(f"{TOOL} missing: run make first")
-    if run({}) == "amx":
-        run({"OLMO_NO_AMX": "1"})
+    default = run({})
+    has_avx512bf16 = "avx512_bf16" in open("/proc/cpuinfo").read().split()
+    for engine in ("avx512bf16", "emulated"):
+        if engine != default and (engine != "avx512bf16" or has_avx512bf16):
+            run({"OLMO_BF16_ENGINE": engine})
     print("FAIL" if failures else "ok", f"({failures} failures)")
     sys.exit(1 if failures else 0)

@@ -8,7 +8,10 @@
 #     relative per step over 12 steps of the tiny model);
 #   * precision is a run setting, not a checkpoint property: an fp32 checkpoint resumes in
 #     bf16 and the reverse;
-#   * the emulated engine (OLMO_NO_AMX=1) trains within bf16 noise of AMX.
+#   * the emulated engine (OLMO_NO_AMX=1) trains within bf16 noise of AMX;
+#   * every other engine the CPU has (OLMO_BF16_ENGINE=avx512bf16, emulated) is deterministic
+#     the same way (threads, ranks, resume) and within bf16 noise of the default one; an
+#     unknown engine name is exit 2.
 source "$(dirname "$0")/resume_lib.sh"
 
 # close A B TOL: per-step loss/ce relative difference <= TOL, and some difference at all
@@ -67,4 +70,33 @@ if grep -q "bf16 matmul operands (amx engine)" "$TMP/b1.log"; then
   close "$TMP/b1" "$TMP/be" 5e-3 any
   echo "emulated engine: within bf16 noise of AMX"
 fi
+
+# Every other engine this CPU has (OLMO_BF16_ENGINE): deterministic at 1 and 3 threads, 2
+# ranks = 1 rank, stop + resume = straight (bitwise), and within bf16 noise of the default.
+default=$(sed -n 's/.*bf16 matmul operands (\([a-z0-9]*\) engine).*/\1/p' "$TMP/b1.log")
+engines=(emulated)
+grep -qw avx512_bf16 /proc/cpuinfo && engines+=(avx512bf16)
+for e in "${engines[@]}"; do
+  [ "$e" = "$default" ] && continue
+  export OLMO_BF16_ENGINE=$e
+  for th in 1 3; do OMP_NUM_THREADS=$th train "$TMP/$e$th" train.precision=bf16 ckpt.interval=0; done
+  grep -q "bf16 matmul operands ($e engine)" "$TMP/${e}1.log" || fail "OLMO_BF16_ENGINE=$e: $(grep ^backend: "$TMP/${e}1.log")"
+  same_metrics "$TMP/${e}1" "$TMP/${e}3"
+  cmp "$TMP/${e}1/model.safetensors" "$TMP/${e}3/model.safetensors" || fail "$e: weights differ between 1 and 3 threads"
+  if command -v mpirun >/dev/null; then
+    mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 -x OLMO_BF16_ENGINE "$OLMO" train "$TMP/r.yml" \
+      train.run_dir="$TMP/${e}m2" train.precision=bf16 ckpt.interval=0 >"$TMP/${e}m2.log" 2>&1 || fail "$e 2 ranks: $(tail -5 "$TMP/${e}m2.log")"
+    same_metrics "$TMP/${e}1" "$TMP/${e}m2"
+    cmp "$TMP/${e}1/model.safetensors" "$TMP/${e}m2/model.safetensors" || fail "$e: weights differ between 1 and 2 ranks"
+  fi
+  train "$TMP/${e}s" train.precision=bf16 train.stop_at=5
+  train "$TMP/${e}s" train.precision=bf16
+  cmp "$TMP/${e}1/model.safetensors" "$TMP/${e}s/model.safetensors" || fail "$e: resume differs from the straight run"
+  close "$TMP/b1" "$TMP/${e}1" 5e-3 any
+  unset OLMO_BF16_ENGINE
+  echo "$e engine: 1 = 3 threads = 2 ranks = stop + resume (bitwise), within bf16 noise of $default"
+done
+OLMO_BF16_ENGINE=tpu "$OLMO" train "$TMP/r.yml" train.run_dir="$TMP/bad" train.precision=bf16 >"$TMP/bad.log" 2>&1 && fail "OLMO_BF16_ENGINE=tpu accepted"
+[ $? = 2 ] && grep -q "OLMO_BF16_ENGINE: expected amx, avx512bf16 or emulated, got 'tpu'" "$TMP/bad.log" \
+  || fail "OLMO_BF16_ENGINE=tpu: $(cat "$TMP/bad.log")"
 echo "ok"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels.h"
 #include "util/common.h"
@@ -46,6 +47,20 @@ int dist_is_mpi(void) { return g_mpi; }
 void dist_barrier(void) {
 #ifdef OLMO_MPI
     if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+void dist_barrier_quiet(void) {
+#ifdef OLMO_MPI
+    if (!g_mpi || g_world == 1) return;
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (int done = 0;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        struct timespec ts = {0, 1000000};   // 1 ms: a waiting rank leaves its cores to the others
+        nanosleep(&ts, NULL);
+    }
 #endif
 }
 

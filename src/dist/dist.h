@@ -26,6 +26,9 @@ int dist_rank(void);
 int dist_world(void);
 int dist_is_mpi(void);
 void dist_barrier(void);
+// A barrier whose waiting ranks sleep instead of polling (MPI_Barrier spins on its core):
+// used around work that one rank times alone, such as the GEMM peak calibration (peak.h).
+void dist_barrier_quiet(void);
 // Exit the whole job with `code` (after a message printed by the caller).
 void dist_exit(int code) __attribute__((noreturn));
 

@@ -510,7 +510,9 @@ int cmd_report(int argc, char **argv) {
     chart(&rp, "Model FLOPs utilization", "MFU", X_STEP, 0, "mfu", NULL);
     fprintf(f, "</div>\n");
     fprintf(f, "<p class=\"note\">MFU uses the OLMo-core FLOPs count (OLMO3.md s.8): 6 N_nonembedding + "
-               "12 L H Dh T per token.</p>\n</body>\n</html>\n");
+               "12 L H Dh T per token, times the job's tokens/s, over the peak of the hardware the job uses "
+               "(the per-core GEMM peak x the physical cores its ranks use, or the sum of its GPUs' peaks).</p>\n"
+               "</body>\n</html>\n");
     fclose(f);
 
     if (write_file_atomic(outpath, buf, buflen) != 0) die_input("report: cannot write %s", outpath);

@@ -14,14 +14,17 @@
 // the LM head, forward and backward) are rounded to bf16 (round to nearest even), products
 // are accumulated in fp32 and the output stays fp32 -- autocast semantics with fp32
 // outputs. Everything else (norms, RoPE, attention, softmax/loss, optimizer, master
-// weights) stays fp32. On CPUs with AMX-BF16 the bf16 matmuls run on AMX tiles
-// (bf16_amx.c); elsewhere they are emulated (operands rounded, fp32 sgemm): same
-// rounding, different summation order, so bitwise results are per machine kind.
+// weights) stays fp32. On CPUs with AMX-BF16 the bf16 matmuls run on AMX tiles, on CPUs
+// with AVX512_BF16 but no AMX on VDPBF16PS (bf16_amx.c); elsewhere they are emulated
+// (operands rounded, fp32 sgemm): same rounding, different summation order per engine, so
+// bitwise results are per engine.
 typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1 } MatmulPrecision;
 void matmul_set_precision(MatmulPrecision p);
 MatmulPrecision matmul_get_precision(void);
-// "amx" when bf16 matmuls run on AMX tiles, else "emulated".
+// "amx", "avx512bf16" or "emulated": the engine of the bf16 matmuls (bf16.h).
 const char *matmul_bf16_engine(void);
+// 1 when this CPU has the instructions of engine `name` (selectable by OLMO_BF16_ENGINE).
+int matmul_bf16_engine_on_cpu(const char *name);
 
 // ---- matmul (nn.Linear without bias): out = inp @ W^T -------------------------------
 // out (N, OC), inp (N, C), W (OC, C)

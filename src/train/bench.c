@@ -142,34 +142,6 @@ static int worker(int argc, char **argv) {
 // tree while it ran (other processes, hypervisor steal): the figures are low when > 0.
 typedef struct { double tps, loss, rss_gib, other_cpus; char probe[512]; } Measure;
 
-// CPU seconds the whole machine spent busy (/proc/stat: all but idle and iowait, steal included)
-static double machine_busy_seconds(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    unsigned long long v[8] = {0};
-    int k = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                       &v[6], &v[7])
-              : 0;
-    if (f) fclose(f);
-    if (k < 8) return NAN;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-// Snapshot for other_load(): time, machine busy seconds, this process tree's CPU seconds
-typedef struct { double t, busy, own; } LoadMark;
-static LoadMark load_mark(void) {
-    struct rusage self, kids;
-    getrusage(RUSAGE_SELF, &self);
-    getrusage(RUSAGE_CHILDREN, &kids);   // waited-for children (and theirs): the measured runs
-    double own = self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec + kids.ru_stime.tv_sec +
-                 1e-6 * (self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec + kids.ru_stime.tv_usec);
-    return (LoadMark){now_seconds(), machine_busy_seconds(), own};
-}
-// CPUs that something else kept busy since `a` (0 on a quiet machine, up to the core count)
-static double other_load(LoadMark a) {
-    LoadMark b = load_mark();
-    return (b.busy - a.busy - (b.own - a.own)) / (b.t - a.t);
-}
-#define BUSY_CPUS 0.25   // above this, a line is marked BUSY
 
 // This binary: the workers run /proc/PID/exe, the very file this process runs even if a
 // rebuild replaced build/olmo meanwhile; its directory locates tests/ref/olmo_ref.py.
@@ -278,7 +250,7 @@ static void remove_init(const char *dir, const char *path) {
 
 // "  olmo.c   fp32 sgemm    2 threads:    701.6 tokens/s" (label padded to `pad`)
 static void print_c(const char *prec, const char *eng, const char *label, int pad, double tps) {
-    printf("  olmo.c   %-4s %-8s %-*s %8.1f tokens/s", prec, eng, pad, label, tps);
+    printf("  olmo.c   %-4s %-10s %-*s %8.1f tokens/s", prec, eng, pad, label, tps);
 }
 
 // Ends a result line: marks it when other processes took CPU meanwhile (counted in *busy).
@@ -300,7 +272,8 @@ int cmd_bench(int argc, char **argv) {
                "  (a) %s\n  (b) %s\n  (smoke) %s\n"
                "  --config      which config (default: all = a and b)\n"
                "  --precision   matmul precision (default: both): fp32, or bf16 (every matmul's operands\n"
-               "                rounded to bf16, fp32 accumulation, on AMX tiles when the CPU has them)\n"
+               "                rounded to bf16, fp32 accumulation, on the CPU's engine: amx, avx512bf16 or\n"
+               "                emulated; OLMO_BF16_ENGINE=NAME forces one, docs/performance.md)\n"
                "  --steps N     timed steps after the warmup step (default 3)\n"
                "  --no-torch    skip the PyTorch reference (tests/ref/olmo_ref.py --bench, /usr/bin/python3),\n"
                "                otherwise run in the same run at the same thread count: fp32, and for bf16\n"
@@ -313,8 +286,9 @@ int cmd_bench(int argc, char **argv) {
                "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
                "                process (bench starts one per line, directly or under mpirun)\n"
                "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
-               "peak RSS). MFU: OLMo-core FLOP count against this machine's measured GEMM peak of the same\n"
-               "precision (fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward), both cached in ~/.cache/olmo.\n"
+               "peak RSS). MFU: OLMo-core FLOP count against the per-core GEMM peak of the same precision\n"
+               "(fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward on its engine) x the physical cores the\n"
+               "threads use, as in training (docs/performance.md); calibrations cached in ~/.cache/olmo.\n"
                "PyTorch trains the same run as olmo.c: olmo.c's initial parameters (param_init seed 0, handed\n"
                "over as a temporary safetensors file), the same LCG tokens (one batch, every step) and\n"
                "optimizer (AdamW 0.9/0.95/1e-8, wd 0.1 but not the embedding, clip 1.0, z-loss 1e-5, lr 3e-4\n"
@@ -345,15 +319,28 @@ int cmd_bench(int argc, char **argv) {
     if (rscan && system("command -v mpirun >/dev/null 2>&1") != 0)
         die_input("olmo bench: --ranks-scan needs mpirun (OpenMPI) on PATH");
     const int threads = omp_get_max_threads();
-    const char *src[2] = {"", ""}, *eng[2] = {"sgemm", matmul_bf16_engine()};
+    const char *eng[2] = {"sgemm", matmul_bf16_engine()};
+    // MFU as in training (peak.h): the per-core GEMM peak x the physical cores a line's
+    // threads can use, each core once.
+    int cores;
+    affinity_cpus(&cores);
+    const int used = threads < cores ? threads : cores;
+    CorePeak cp[2];
     double peak[2] = {0, 0};
     int busy = 0, over = 0;
     LoadMark mark = load_mark();
-    if (want[0]) peak[0] = peak_flops(0, &src[0]);
-    if (want[1]) peak[1] = peak_flops_bf16(&src[1]);
-    printf("machine: %d threads", threads);
     for (int p = 0; p < 2; p++)
-        if (want[p]) printf(" | %s GEMM peak %.1f GFLOP/s (%s, %s)", PREC[p], peak[p] / 1e9, eng[p], src[p]);
+        if (want[p]) {
+            core_peak(p, 0, &cp[p]);
+            peak[p] = cp[p].per_core * used;
+        }
+    printf("machine: %d threads on %d physical core%s", threads, cores, cores > 1 ? "s" : "");
+    for (int p = 0; p < 2; p++)
+        if (want[p]) {
+            char d[512];
+            core_peak_describe(&cp[p], used, d, sizeof d);
+            printf(" | %s GEMM peak %s", PREC[p], d);
+        }
     end_line(other_load(mark), &busy);
     char width[32], width1[32] = "1 thread:";
     snprintf(width, sizeof width, "%d threads:", threads);
@@ -397,7 +384,7 @@ int cmd_bench(int argc, char **argv) {
                     printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
                     continue;
                 }
-                printf("  PyTorch  %-13s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
+                printf("  PyTorch  %-15s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
                        width, mt[p].tps, mt[p].rss_gib, mt[p].loss);
                 for (int q = 0; q < 2; q++)   // olmo.c at precision q against this PyTorch run
                     if (mc[q].tps > 0 && (q == p || q == 1))
@@ -434,7 +421,8 @@ int cmd_bench(int argc, char **argv) {
         printf("warning: other processes kept the CPUs busy during %d of these measurements (marked BUSY): those\n"
                "figures are low; rerun on a quiet machine.\n", busy);
     if (over)
-        printf("warning: MFU above 100%%: the cached GEMM peak was measured low (on a busy machine?); delete\n"
-               "the peak-*.txt files in ~/.cache/olmo (or $XDG_CACHE_HOME/olmo) to measure it again.\n");
+        printf("warning: MFU above 100%%: the GEMM peak was measured low (a BUSY calibration, or a cached one\n"
+               "taken while the machine was slowed); delete the peak-*.txt files in ~/.cache/olmo (or\n"
+               "$XDG_CACHE_HOME/olmo) to measure it again.\n");
     return failed;
 }

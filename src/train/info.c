@@ -8,7 +8,9 @@
 #include "cli.h"
 #include "dist/dist.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
+#include "train/peak.h"
 #include "train/recipe.h"
 #include "util/common.h"
 
@@ -49,6 +51,30 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
     param_table_free(&t);
 }
 
+// The per-core GEMM peaks MFU uses on this machine, per instruction set this CPU has (peak.h),
+// from the calibration cache: info measures nothing (a run or `olmo bench` calibrates).
+static void print_peaks(void) {
+    int cores;
+    affinity_cpus(&cores);
+    printf("GEMM peak per physical core (MFU's unit; this process may use %d core%s; cached calibrations):\n", cores,
+           cores > 1 ? "s" : "");
+    const char *eng[] = {"sgemm", "amx", "avx512bf16", "emulated"};
+    for (int i = 0; i < 4; i++) {
+        if (i && !matmul_bf16_engine_on_cpu(eng[i])) continue;
+        int on = 0;
+        double v = core_peak_cached(eng[i], &on);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s%s", i ? "bf16" : "fp32", eng[i],
+                 i && !strcmp(eng[i], matmul_bf16_engine()) ? " (default here)" : "");
+        if (v > 0) printf("  %-46s %10.1f GFLOP/s (measured on %d core%s)\n", what, v / 1e9, on, on > 1 ? "s" : "");
+        else {
+            char env[64] = "";
+            if (i && strcmp(eng[i], matmul_bf16_engine())) snprintf(env, sizeof env, "OLMO_BF16_ENGINE=%s ", eng[i]);
+            printf("  %-46s not calibrated yet (%solmo bench --precision %s)\n", what, env, i ? "bf16" : "fp32");
+        }
+    }
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
@@ -57,7 +83,9 @@ static void usage(FILE *f) {
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
-            "  activation recompute (OLMO_CUDA_RECOMPUTE=1), exactly what the CUDA allocator requests.\n");
+            "  activation recompute (OLMO_CUDA_RECOMPUTE=1), exactly what the CUDA allocator requests.\n"
+            "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
+            "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -127,6 +155,7 @@ int cmd_info(int argc, char **argv) {
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
     if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, micro, seq_len);
+    else print_peaks();
     free(ov);
     return 0;
 }

@@ -127,7 +127,7 @@ static const Key KEYS[] = {
     {"ckpt.keep_every", T_LONG, F(ckpt_keep_every), "0", "also keep every checkpoint whose step is a multiple of this; 0 = none"},
     {"ckpt.async", T_BOOL, F(ckpt_async), "true", "snapshot to host memory, write on a background thread"},
 
-    {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "peak FLOP/s of this machine for MFU; 0 = measure"},
+    {"perf.peak_flops", T_DOUBLE, F(peak_flops), "0", "MFU peak FLOP/s per physical core (per GPU on cuda); 0 = measure"},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 

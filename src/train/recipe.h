@@ -96,7 +96,7 @@ typedef struct {
     int ckpt_async;             // bool: write on a background thread
 
     // perf.*
-    double peak_flops;          // FLOP/s of this machine for MFU; 0 = measure (cached)
+    double peak_flops;          // MFU peak FLOP/s per physical core (per GPU on cuda); 0 = measure (peak.h)
 } Recipe;
 
 // Defaults (OLMo 3 optimizer settings; no model).

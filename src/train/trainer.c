@@ -23,6 +23,7 @@
 #include "eval/eval.h"
 #include "model/limits.h"
 #include "model/model.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
@@ -48,8 +49,10 @@ static void usage(FILE *f) {
             "  unless train.allow_recipe_change lists them (e.g. train.allow_recipe_change=optim.lr);\n"
             "  the model never changes (a new train.run_dir with train.load_path). Every recipe a run\n"
             "  trained under stays in RUN_DIR/recipes/step-N.yml (docs/checkpoints.md).\n"
-            "  MFU uses the OLMo-core FLOP count (6N + 12 L H Dh T) against perf.peak_flops or a\n"
-            "  cached fp32 GEMM calibration of this machine.\n\nrecipe keys:\n");
+            "  MFU: the job's model FLOP/s (OLMo-core count 6N + 12 L H Dh T, x the global tokens/s)\n"
+            "  over the peak of the hardware it uses: the per-core GEMM peak of the run's precision\n"
+            "  (perf.peak_flops, else a cached calibration) x the physical cores the ranks use, each\n"
+            "  counted once; on CUDA the sum of the devices' peaks (docs/performance.md).\n\nrecipe keys:\n");
 }
 
 static volatile sig_atomic_t g_stop;
@@ -627,7 +630,36 @@ int cmd_train(int argc, char **argv) {
     }
     MetricsLog log = {0};
     CkptWriter *w = NULL;
+    // MFU's ceiling (peak.h): the hardware the whole job runs on. CPU: the per-core GEMM peak
+    // of the run's precision times the physical cores the ranks use, each counted once; the
+    // other ranks sleep while rank 0 calibrates, so they do not slow it. CUDA: one peak per
+    // device, one device per rank.
+    int devices = 0;
+#ifdef OLMO_CUDA
+    if (be) devices = cuda_device_count(NULL, 0);
+#endif
+    JobCores jc;
+    job_cores(&jc, devices);
+    char peak_desc[512];
     double peak = 0, fpt = 0;
+    if (be) {
+        double dev = r->peak_flops > 0 ? r->peak_flops : bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
+        peak = dev * jc.gpus;
+        snprintf(peak_desc, sizeof peak_desc, "%d GPU%s x %.1f TFLOP/s = %.1f TFLOP/s (%s)", jc.gpus, jc.gpus > 1 ? "s" : "",
+                 dev / 1e12, peak / 1e12,
+                 r->peak_flops > 0 ? "recipe perf.peak_flops per GPU"
+                 : bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
+                                           : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides");
+    } else {
+        CorePeak cp;
+        dist_barrier_quiet();
+        if (rank == 0) core_peak(bprec == PRECISION_BF16, r->peak_flops, &cp);
+        dist_barrier_quiet();
+        if (rank == 0) {
+            peak = cp.per_core * jc.cores;
+            core_peak_describe(&cp, jc.cores, peak_desc, sizeof peak_desc);
+        }
+    }
     if (rank == 0) {
         if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
         if (resume == 1) metrics_truncate(r->run_dir, start_step);
@@ -640,35 +672,33 @@ int cmd_train(int argc, char **argv) {
             history_begin(r->run_dir, start_step, yaml, resume != 1, (const char *const *)guard.lines, guard.nlines, &log);
         }
         w = ckpt_writer_create(r->run_dir, &m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
-        const char *peak_src = "";
-        if (be && r->peak_flops <= 0) {
-            peak = bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
-            peak_src = bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
-                                               : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides";
-        } else if (bprec == PRECISION_BF16 && r->peak_flops <= 0) {
-            peak = peak_flops_bf16(&peak_src);   // bf16 runs: MFU against the measured bf16 matmul rate
-        } else peak = peak_flops(r->peak_flops, &peak_src);
         fpt = model_flops_per_token_olmo_core(&cfg, T);
         double fpt_w = model_flops_per_token_window(&cfg, T);
-        printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads | "
-               "%d micro-batch%s of %d per rank\n",
+        char over[160] = "";
+        if (jc.oversubscribed)
+            snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc.threads,
+                     jc.cpus);
+        printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
+               "physical core%s%s | %d micro-batch%s of %d per rank%s\n",
                recipe_path, model_num_params(&cfg), total_steps, GB, T, W, W > 1 ? "s" : "", omp_get_max_threads(),
-               micro_per_rank, micro_per_rank > 1 ? "es" : "", MB);
+               jc.cores, jc.cores > 1 ? "s" : "", jc.hosts > 1 ? " (all hosts)" : "", micro_per_rank,
+               micro_per_rank > 1 ? "es" : "", MB, over);
         size_t lo0, hi0;
         train_core_range(&tc, &lo0, &hi0);
         printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",
                8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)m.table.total / 1048576.0);
-        printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) vs peak %.1f GFLOP/s (%s)\n", fpt / 1e9,
-               fpt_w / 1e9, peak / 1e9, peak_src);
+        printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) x tokens/s of the job vs %s\n", fpt / 1e9,
+               fpt_w / 1e9, peak_desc);
         if (be) {
             char desc[512];
             backend_describe(be, desc, sizeof desc);
             printf("%s\n", desc);
         } else if (bprec == PRECISION_BF16) {
-            const int amx = !strcmp(matmul_bf16_engine(), "amx");
+            const int emu = !strcmp(matmul_bf16_engine(), "emulated");
             printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
                    "and Adam%s\n", matmul_bf16_engine(),
-                   amx ? "" : " (AMX-BF16 unavailable or OLMO_NO_AMX=1: emulated, slower than fp32; docs/performance.md)");
+                   emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
+                         "docs/performance.md)" : "");
         }
         fflush(stdout);
     }
@@ -730,7 +760,9 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "tokens_per_s", tps);
             cJSON_AddNumberToObject(o, "tokens_per_s_per_rank", tps / W);
             cJSON_AddNumberToObject(o, "world_size", W);
-            cJSON_AddNumberToObject(o, "mfu", mfu / W);
+            cJSON_AddNumberToObject(o, "mfu", mfu);
+            cJSON_AddNumberToObject(o, "flops_per_token", fpt);
+            cJSON_AddNumberToObject(o, "peak_flops", peak);
             cJSON_AddNumberToObject(o, "skipped", res.skipped);
             cJSON_AddNumberToObject(o, "skipped_total", (double)skipped_total);
             cJSON_AddNumberToObject(o, "step_time", dt);
@@ -742,7 +774,7 @@ int cmd_train(int argc, char **argv) {
                 format_duration(eta, sizeof eta, t_train / steps_run * (total_steps - step));
                 printf("step %6ld/%ld | loss %.4f (ce %.4f z %.2e) | lr %.3e | gnorm %.3f | %6.0f tok/s | MFU %4.1f%% | "
                        "ETA %s%s\n",
-                       step, total_steps, res.loss, res.ce, res.z_loss, res.lr, res.grad_norm, tps, 100 * mfu / W, eta,
+                       step, total_steps, res.loss, res.ce, res.z_loss, res.lr, res.grad_norm, tps, 100 * mfu, eta,
                        res.skipped ? " | SKIPPED" : "");
                 fflush(stdout);
             }

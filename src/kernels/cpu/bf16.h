@@ -1,5 +1,6 @@
-// bf16.h: the CPU backend's bf16 matmul engine (internal to src/kernels/cpu).
-// Operands are packed once into AMX tile layouts, then multiplied with fp32 accumulation:
+// bf16.h: the CPU backend's bf16 matmul engines (internal to src/kernels/cpu).
+// Operands are packed once into AMX tile layouts (used by the AVX512_BF16 engine too),
+// then multiplied with fp32 accumulation:
 //   packed A (M, K): tiles [M/16][KBT][16 rows][32 k]         (row i holds 32 consecutive k)
 //   packed B (K, N): tiles [N/16][KBT][16 k-pairs][16 n][2]   (VNNI: k pairs side by side)
 // M, N are padded to 16 and K to 32 with zeros; KBT (k-tiles per row of tiles) may exceed
@@ -30,9 +31,18 @@ static inline float bf16_to_float(uint16_t h) {
     return c.f;
 }
 
-// 1 when AMX-BF16 is present and the kernel granted tile data (asked once, thread-safe).
-int bf16_amx_available(void);
+// The engine of the bf16 matmuls, chosen once per process (first call outside parallel
+// regions): BF16_AMX (TDPBF16PS on tiles), BF16_AVX512 (VDPBF16PS on zmm registers: AMD
+// CPUs with AVX512_BF16, e.g. Zen 4) -- both on the packed layouts above and
+// bf16_gemm -- or BF16_EMULATED (bf16-rounded fp32 operands through sgemm; matmul.c).
+// Which one a CPU gets, and the OLMO_BF16_ENGINE / OLMO_NO_AMX switches: bf16.c.
+typedef enum { BF16_EMULATED = 0, BF16_AVX512 = 1, BF16_AMX = 2 } Bf16Engine;
+Bf16Engine bf16_engine(void);
+int bf16_engine_on_cpu(Bf16Engine e);   // the CPU has its instructions (AMX: the OS may still refuse)
+const char *bf16_engine_name(Bf16Engine e);
+static inline int bf16_packed(void) { return bf16_engine() != BF16_EMULATED; }
 
+// The packers need AVX512_BF16 (bf16_packed()).
 // Pack A (M, K) from fp32: trans=0: A[i][k] = src[i*ld + k]; trans=1: A[i][k] = src[k*ld + i].
 // Writes k-tiles kb0 .. kb0+ceil(K/32)-1 of each tile row (kbt per row in dst).
 void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K);
@@ -40,7 +50,8 @@ void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int 
 void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N);
 // P = A @ B (M, N); stored to C (row stride ldc) as C = P, or C^T = P when c_trans (C is
 // then (N, M)); += instead of = when accumulate. K: the k extent to use (the first
-// ceil(K/32) k-tiles of each packed row). Needs bf16_amx_available().
+// ceil(K/32) k-tiles of each packed row). Needs bf16_packed(); runs on the engine's
+// instructions, the same sums for any work split (each element's k in index order).
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate);
 

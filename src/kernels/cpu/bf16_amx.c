@@ -1,8 +1,12 @@
-// bf16_amx.c: packing into AMX tile layouts and the AMX-BF16 GEMM (layouts in bf16.h).
-// Compiled with -mamx-tile -mamx-bf16 -mavx512bf16 (Makefile) and only entered after
-// bf16_amx_available() said yes, so the rest of the binary still runs on any x86-64.
-// The GEMM computes 32x32 output blocks with 4 accumulator tiles (2x2), 2 A and 2 B tiles
-// per 32-wide k step; one TDPBF16PS is a 16x16x32 multiply-accumulate in fp32.
+// bf16_amx.c: packing into AMX tile layouts and the bf16 GEMM on them (layouts in bf16.h),
+// on AMX tiles or on AVX512_BF16 registers (bf16_engine()). Compiled with -mamx-tile
+// -mamx-bf16 -mavx512bf16 (Makefile) and only entered after bf16_engine() chose a packed
+// engine, so the rest of the binary still runs on any x86-64.
+// The GEMM computes 32x32 output blocks (2x2 tiles of 16x16). AMX: 4 accumulator tiles, 2 A
+// and 2 B tiles per 32-wide k step; one TDPBF16PS is a 16x16x32 multiply-accumulate in
+// fp32. AVX512_BF16: one 16x16 tile at a time in 16 zmm accumulators (a row each); per k
+// pair, one B row (16 columns x the pair) against each row's broadcast A pair, VDPBF16PS.
+// Either way each output element sums its k in index order whatever the work split.
 #include <immintrin.h>
 #include <omp.h>
 #include <string.h>
@@ -220,6 +224,48 @@ static void block_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const ui
     C_STORE(0, mt, nt); C_STORE(1, mt, nt + 1); C_STORE(2, mt + 1, nt); C_STORE(3, mt + 1, nt + 1);
 }
 
+// ---- AVX512_BF16 ---------------------------------------------------------------------------
+
+// One output tile at (mt, nt), k-tiles kt0..kt1-1: 16 rows of 16 fp32 accumulators; per k
+// pair p, acc[r] += A[r][2p] B[2p][:] + A[r][2p+1] B[2p+1][:] (VDPBF16PS).
+static void avx_tile_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int mt,
+                            int nt, int kt0, int kt1) {
+    float buf[256] __attribute__((aligned(64)));
+    __m512 acc[16];
+    const int full = is_full(o, mt, nt);
+    const float *cin = !o->acc ? NULL : full ? cptr(o, mt, nt) : edge_in(o, buf, mt, nt);
+    const size_t ldin = full ? (size_t)o->ldc : 16;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) acc[r] = cin ? _mm512_loadu_ps(cin + r * ldin) : _mm512_setzero_ps();
+    const uint16_t *a0 = A + ((size_t)mt * a_kbt + kt0) * BF16_TILE, *b0 = B + ((size_t)nt * b_kbt + kt0) * BF16_TILE;
+    for (int k = 0; k < kt1 - kt0; k++) {
+        const uint16_t *at = a0 + (size_t)k * BF16_TILE, *bt = b0 + (size_t)k * BF16_TILE;
+        for (int p = 0; p < 16; p++) {
+            const __m512bh bv = (__m512bh)_mm512_loadu_si512(bt + p * 32);
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) {
+                int32_t pair;
+                memcpy(&pair, at + r * 32 + 2 * p, 4);
+                acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(pair), bv);
+            }
+        }
+    }
+    if (full) {
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) _mm512_storeu_ps(cptr(o, mt, nt) + (size_t)r * o->ldc, acc[r]);
+    } else {
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) _mm512_store_ps(buf + r * 16, acc[r]);
+        edge_out(o, buf, mt, nt);
+    }
+}
+
+static void avx_block_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int mt,
+                             int nt, int m2, int n2, int kt0, int kt1) {
+    for (int i = 0; i < m2; i++)
+        for (int j = 0; j < n2; j++) avx_tile_kernel(o, A, a_kbt, B, b_kbt, mt + i, nt + j, kt0, kt1);
+}
+
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate) {
     const int MT = bf16_mtiles(M), NT = bf16_mtiles(N), KT = bf16_ktiles(K);
@@ -237,9 +283,10 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
     int FG = (512 << 10) / kc_bytes;
     FG = FG < 1 ? 1 : FG > F ? F : FG;
     const long ngroups = (F + FG - 1) / FG, nblocks = ngroups * S * FG;
+    const int amx = bf16_engine() == BF16_AMX;
 #pragma omp parallel if (!omp_in_parallel())
     {
-        tiles_configure();
+        if (amx) tiles_configure();
         for (int kt0 = 0; kt0 < KT; kt0 += KC) {
             const int kt1 = kt0 + KC < KT ? kt0 + KC : KT;
             OutCtx oc = {C, ldc, M, N, accumulate || kt0 > 0, c_trans};
@@ -251,9 +298,11 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
                 if (f >= F) continue;
                 const int mb = n_fast ? sl : f, nb = n_fast ? f : sl;
                 int mt = 2 * mb, nt = 2 * nb;
-                block_kernel(o, A, a_kbt, B, b_kbt, mt, nt, MT - mt >= 2 ? 2 : 1, NT - nt >= 2 ? 2 : 1, kt0, kt1);
+                const int m2 = MT - mt >= 2 ? 2 : 1, n2 = NT - nt >= 2 ? 2 : 1;
+                if (amx) block_kernel(o, A, a_kbt, B, b_kbt, mt, nt, m2, n2, kt0, kt1);
+                else avx_block_kernel(o, A, a_kbt, B, b_kbt, mt, nt, m2, n2, kt0, kt1);
             }
         }
-        _tile_release();
+        if (amx) _tile_release();
     }
 }

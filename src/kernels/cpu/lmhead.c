@@ -97,7 +97,7 @@ float *bf16_lmhead_dl_out = NULL;
 
 #define DX_GROUPS 6   // dx partials: divides evenly over 1, 2, 3 and 6 threads
 
-static LossSums lmhead_bf16_amx(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int N,
+static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int N,
                                 int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
                                 float *logits_out, float *tok_ce) {
     // Token chunks of 256 and vocab blocks of 1024 measured fastest here (tests/test_bf16.c
@@ -228,8 +228,8 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
                                       float z_coef, float inv_count, float *scratch, int chunk,
                                       float *logits_out, float *tok_ce) {
     const int bf16 = matmul_get_precision() == MATMUL_BF16;
-    if (bf16 && bf16_amx_available())
-        return lmhead_bf16_amx(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
+    if (bf16 && bf16_packed())
+        return lmhead_bf16_packed(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
     // fp32, and bf16 emulated: x and W are rounded once here (not once per chunk and
     // matmul), each chunk's dlogits before its backward matmuls, and the matmuls run in
     // fp32 on the rounded values -- the products matmul_* would form under MATMUL_BF16.

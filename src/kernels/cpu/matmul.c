@@ -6,9 +6,10 @@
 // inside a parallel region). Block sizes are a function of the shape alone (about 32
 // blocks, multiples of 64, at least 256 once the dim reaches 1024), never of the thread count, so neither is any
 // result. Large blocks keep the per-call packing of the shared operand cheap.
-// MATMUL_BF16 (kernels.h) packs both operands to bf16 tiles and runs bf16_gemm on AMX,
-// or, without AMX, multiplies bf16-rounded fp32 copies with the same sgemm_det.
+// MATMUL_BF16 (kernels.h) packs both operands to bf16 tiles and runs bf16_gemm on AMX or
+// AVX512_BF16, or, without either, multiplies bf16-rounded fp32 copies with the same sgemm_det.
 #include <cblas.h>
+#include <string.h>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
@@ -17,10 +18,15 @@
 static MatmulPrecision g_precision = MATMUL_FP32;
 void matmul_set_precision(MatmulPrecision p) {
     g_precision = p;
-    if (p == MATMUL_BF16) bf16_amx_available();  // probe once, outside parallel regions
+    if (p == MATMUL_BF16) bf16_engine();  // probe once, outside parallel regions
 }
 MatmulPrecision matmul_get_precision(void) { return g_precision; }
-const char *matmul_bf16_engine(void) { return bf16_amx_available() ? "amx" : "emulated"; }
+const char *matmul_bf16_engine(void) { return bf16_engine_name(bf16_engine()); }
+int matmul_bf16_engine_on_cpu(const char *name) {
+    for (Bf16Engine e = BF16_EMULATED; e <= BF16_AMX; e++)
+        if (!strcmp(name, bf16_engine_name(e))) return bf16_engine_on_cpu(e);
+    return 0;
+}
 
 // Each block's call repacks the whole shared operand, so blocks below 256 rows cost more
 // in packing than they gain; large dims (the LM head's vocab) get ~32 blocks.
@@ -67,7 +73,7 @@ const float *bf16_rounded_copy(int slot, const float *src, size_t n) {
 // source row strides; emulated: the same products from rounded copies through sgemm_det.
 void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                int accumulate, float *C, int ldc) {
-    if (bf16_amx_available()) {
+    if (bf16_packed()) {
         int kbt = bf16_ktiles(K);
         uint16_t *pa = bf16_workspace(0, sizeof(uint16_t) * bf16_packed_a_size(M, kbt));
         uint16_t *pb = bf16_workspace(1, sizeof(uint16_t) * bf16_packed_b_size(N, kbt));
