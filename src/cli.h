@@ -15,6 +15,7 @@ int cmd_import_hf(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv);
 
 // True when argv holds -h or --help.
 int cli_wants_help(int argc, char **argv);
