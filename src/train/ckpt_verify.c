@@ -116,13 +116,11 @@ int ckpt_sums_parse(const char *path, const char *txt, size_t len, CkptSums *s, 
     if (len < ml + 13 || memcmp(txt, SUMS_MAGIC, ml) != 0)
         return failf(err, errlen, "%s: not a checkpoint checksum file (first line is not '%.*s')", path, (int)ml - 1, SUMS_MAGIC);
     const char *tail = txt + len - 13;
-    unsigned got;
-    char nl;
-    if (memcmp(tail, "end ", 4) != 0 || sscanf(tail + 4, "%8x%c", &got, &nl) != 2 || nl != '\n' || tail[-1] != '\n')
-        return failf(err, errlen, "%s: the last line is not 'end <crc32c>' (truncated or changed)", path);
-    uint32_t want = crc32c(0, txt, len - 13);
-    if (want != got)
-        return failf(err, errlen, "%s is corrupt: its own CRC-32C is %08x, its last line records %08x", path, want, got);
+    char want[16];   // compared as bytes: sscanf would read "A" for "a" (a flipped case bit)
+    snprintf(want, sizeof want, "end %08x\n", crc32c(0, txt, len - 13));
+    if (memcmp(tail, want, 13) != 0 || tail[-1] != '\n')
+        return failf(err, errlen, "%s is corrupt: its last line is '%.12s', its own CRC-32C gives '%.12s' (changed or "
+                     "truncated)", path, tail, want);
     // Every line: "file NAME SIZE" or "region BEGIN END NAME CRC". NAME has no spaces.
     size_t lineno = 1;
     CkptSumFile *f = NULL;
