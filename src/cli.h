@@ -8,6 +8,7 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_data_verify(int argc, char **argv);   // `olmo data verify` (argv[0] = "verify")
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export_hf(int argc, char **argv);
