@@ -329,8 +329,10 @@ int ckpt_verify_dir(const char *dir, FILE *out, char *err, size_t errlen) {
         if (m) unmap_file(m, len);
         double dt = now_seconds() - t0;
         if (out) {
-            if (r == 0)
-                fprintf(out, "ok  %s  %.1f MB, %d regions, %.2f GB/s\n", path, (double)len / 1e6, f->n,
+            if (r == 0 && len < 100000000)
+                fprintf(out, "ok  %s  %zu bytes, %d region%s\n", path, len, f->n, f->n > 1 ? "s" : "");
+            else if (r == 0)
+                fprintf(out, "ok  %s  %.2f GB, %d regions, %.2f GB/s\n", path, (double)len / 1e9, f->n,
                         dt > 0 ? (double)len / dt / 1e9 : 0.0);
             else
                 fprintf(out, "BAD %s\n", e);
