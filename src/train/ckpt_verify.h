@@ -1,8 +1,9 @@
 // ckpt_verify.h: content checksums of checkpoints, checked wherever a checkpoint is read.
 //
 // A flipped bit in weeks-old weights or Adam moments must stop a resume, not be trained
-// on. Every step-N directory holds checksums.txt, written atomically with the other files
-// (before the directory is renamed into place), CRC-32C (src/util/crc32c.h) per region:
+// on. Every step-N directory holds checksums.txt, written with the other files before the
+// directory is renamed into place (so atomically with them), CRC-32C (src/util/crc32c.h)
+// per region:
 //
 //   olmo.c checkpoint checksums 1 crc32c
 //   file model.safetensors 224417032
@@ -53,7 +54,8 @@ void ckpt_sums_free(CkptSums *s);
 // Add a safetensors file's sums (st_write_sums over ts) / a buffer written as file fname.
 void ckpt_sums_add_st(CkptSums *s, const char *fname, const StWrite *ts, const StSums *st);
 void ckpt_sums_add_buf(CkptSums *s, const char *fname, const void *data, size_t len);
-// Write DIR/checksums.txt atomically. 0, or -1 with errno set.
+// Write DIR/checksums.txt and fsync it (DIR: a checkpoint's temporary directory, renamed into
+// place as a whole afterwards). 0, or -1 with errno set.
 int ckpt_sums_write(const char *dir, const CkptSums *s);
 
 // ---- reading ------------------------------------------------------------------------------
