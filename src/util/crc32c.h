@@ -3,8 +3,9 @@
 // up to 56 GB/s on cached data on the shared 2-core test Xeon (tests/tool_ckpt_bench's
 // crc32c line; the fallback, SSE4.2's crc32 instruction on three interleaved streams, about a
 // quarter of that: CFLAGS="-O3 -march=native -mno-vpclmulqdq" to measure it), so checking
-// a checkpoint costs a fraction of reading it. Standard parameters (reflected, poly 0x1EDC6F41, init and xorout ~0):
-// crc32c(0, "123456789", 9) == 0xE3069283, the same value as iSCSI, ext4 and Python's crc32c.
+// a checkpoint costs a fraction of reading it. Standard parameters (reflected, poly
+// 0x1EDC6F41, init and xorout ~0): crc32c(0, "123456789", 9) == 0xE3069283, the check
+// value of iSCSI's and ext4's CRC-32C.
 #ifndef OLMO_CRC32C_H
 #define OLMO_CRC32C_H
 
