@@ -400,7 +400,7 @@ void ckpt_verify_hint(const char *dir, char *err, size_t errlen) {
         snprintf(p, sizeof p, "%s/step-%08ld", ck, steps[i]);
         if (ckpt_verify_dir(p, NULL, e, sizeof e) == 0) {
             snprintf(err + used, errlen - used, ". The newest earlier checkpoint that verifies is %s: resume from it with "
-                     "train.resume=%s (nothing was written)", p, p);
+                     "train.resume=%s (for a stage transition: train.load_path=%s; nothing was written)", p, p, p);
             free(steps);
             return;
         }
