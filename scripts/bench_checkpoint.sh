@@ -7,10 +7,14 @@
 #  2. the step-time cost of checkpointing in a real olmo3-60m run: what each checkpoint
 #     blocked the loop for (metrics.jsonl kind "checkpoint"), async vs sync;
 #  3. tokens/s per rank at W=2 vs W=1 (olmo3-20m, mpirun, 1 thread per rank).
-# Usage: scripts/bench_checkpoint.sh [BUILD_DIR]   (default build; needs `make` done)
+# Usage: scripts/bench_checkpoint.sh [BUILD_DIR [BASE_BUILD_DIR]]   (default build; needs `make`)
+# With BASE_BUILD_DIR (another version's build, e.g. before checkpoint checksums), part 1
+# alternates the two tool_ckpt_bench binaries 4 times each in this one run, so that both
+# see the same load on a shared machine, and prints the median of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
+BASE=${2:-}
 OLMO=$PWD/$B/olmo
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TMP=$(mktemp -d)
@@ -18,8 +22,26 @@ trap 'rm -rf "$TMP"' EXIT
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 
 echo "== 1. checkpoint write / read, olmo3-60m"
-"$B/tests/tool_ckpt_bench" olmo3-60m "$TMP/ckb" 3
-rm -rf "$TMP/ckb"
+if [ -z "$BASE" ]; then
+  "$B/tests/tool_ckpt_bench" olmo3-60m "$TMP/ckb" 3
+  rm -rf "$TMP/ckb"
+else
+  for i in 1 2 3 4; do
+    for b in "$BASE" "$B"; do
+      "$b/tests/tool_ckpt_bench" olmo3-60m "$TMP/ckb" 3 | tail -1 | sed "s|^|$b |" >> "$TMP/ab.txt"
+      rm -rf "$TMP/ckb"
+    done
+  done
+  /usr/bin/python3 - "$TMP/ab.txt" "$BASE" "$B" <<'PY'
+import json, statistics, sys
+rows = [l.split(' ', 1) for l in open(sys.argv[1])]
+for b in sys.argv[2:]:
+    r = [json.loads(j) for d, j in rows if d == b]
+    w = [x['write_GBps'] for x in r]; rd = [x['read_GBps'] for x in r]
+    print(f"{b}: write median {statistics.median(w):.2f} GB/s ({min(w):.2f}-{max(w):.2f}), "
+          f"read + validate median {statistics.median(rd):.2f} GB/s ({min(rd):.2f}-{max(rd):.2f}), {len(r)} runs")
+PY
+fi
 
 /usr/bin/python3 - "$TMP/tok.npy" <<'PY'
 import random, struct, sys

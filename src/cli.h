@@ -8,6 +8,7 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_data_verify(int argc, char **argv);   // `olmo data verify` (argv[0] = "verify")
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export_hf(int argc, char **argv);
@@ -15,6 +16,7 @@ int cmd_import_hf(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv);
 
 // True when argv holds -h or --help.
 int cli_wants_help(int argc, char **argv);

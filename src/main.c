@@ -23,6 +23,7 @@ static const Command COMMANDS[] = {
     {"import-hf", cmd_import_hf, "read a Hugging Face Olmo3 directory into an OLMo checkpoint + recipe.yml"},
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; greedy or top-p)"},
     {"compare", cmd_compare, "is run B a reproduction of run A? held-out gaps at landmarks, token KL"},
+    {"ckpt", cmd_ckpt, "check a checkpoint's (or a whole run's) content checksums: `olmo ckpt verify PATH`"},
     {"report", cmd_report, "one self-contained HTML report (SVG charts) of one or more runs"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])

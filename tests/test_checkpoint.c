@@ -4,7 +4,11 @@
 // retention, a load refusing a checkpoint of another model without touching outputs, and
 // the streamed write of a CUDA run (ckpt_commit_fetch: tensor by tensor from the device
 // instead of a host snapshot) giving byte for byte the snapshot writer's files, with fetch
-// asked for every tensor once in the documented order.
+// asked for every tensor once in the documented order (checksums.txt included: a CUDA
+// run's checksums come from the fetched tensors). Content checksums (ckpt_verify.h): CRC-32C
+// against its check value and the bytewise reference, the fused check-and-copy against
+// plain copies, checksums.txt refusing a changed byte, a flipped moment refusing a load of
+// a shard that does not contain it, and a checkpoint without checksums loading the same.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +18,10 @@
 #include "dist/dist.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_verify.h"
 #include "train/optim.h"
 #include "util/common.h"
+#include "util/crc32c.h"
 
 #include "check.h"
 
@@ -47,8 +53,8 @@ static void check_streamed(const char *snap_dir, const ParamTable *t, const Trai
     ckpt_writer_free(w);
     CHECK(src.calls == 3 * t->n, "fetch called %d times, want %d (every tensor of 3 buffers once)", src.calls, 3 * t->n);
     CHECK(src.in_order, "fetch order is not params, exp_avg, exp_avg_sq in table order");
-    const char *files[] = {"model.safetensors", "optim.safetensors", "train_state.json"};
-    for (int i = 0; i < 3; i++) {
+    const char *files[] = {"model.safetensors", "optim.safetensors", "train_state.json", "checksums.txt"};
+    for (int i = 0; i < 4; i++) {
         char c2[1400];
         snprintf(c2, sizeof c2, "cmp -s %s/checkpoints/step-%08ld/%s %s/checkpoints/step-%08ld/%s", snap_dir, st->step,
                  files[i], dir, st->step, files[i]);
@@ -57,7 +63,58 @@ static void check_streamed(const char *snap_dir, const ParamTable *t, const Trai
     if (system(cmd)) {}
 }
 
+// XOR byte `at` of a file (at < 0: from the end) with x.
+static void flip_byte(const char *path, long at, int x) {
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fseek(f, at, at < 0 ? SEEK_END : SEEK_SET);
+    long pos = ftell(f);
+    int c = fgetc(f);
+    fseek(f, pos, SEEK_SET);
+    fputc(c ^ x, f);
+    fclose(f);
+}
+
+// CRC-32C: check value, hardware == bytewise at odd offsets and lengths, CRCs chain; and
+// ckpt_sums_check's fused copy == memcpy for spans crossing its blocks and regions.
+static void check_crc_and_spans(void) {
+    CHECK(crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value: %08x", crc32c(0, "123456789", 9));
+    size_t N = (size_t)3 << 20;
+    uint8_t *buf = xmalloc(N), *dst = xcalloc(N, 1), *ref = xcalloc(N, 1);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < N; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, buf[i] = (uint8_t)x;
+    for (int k = 0; k < 200; k++) {
+        size_t off = (size_t)(k * 7919) % 4096, len = (size_t)(k * 104729) % (k < 100 ? 5000 : 200000), cut = len / 3;
+        uint32_t a = crc32c(0, buf + off, len);
+        CHECK(a == crc32c_sw(0, buf + off, len), "crc32c hw != sw at offset %zu length %zu", off, len);
+        CHECK(a == crc32c(crc32c(0, buf + off, cut), buf + off + cut, len - cut), "crc32c does not chain (%zu)", len);
+    }
+    // regions of 1 MiB + 5 bytes (the last shorter), spans straddling blocks and regions
+    CkptSumFile f = {"synthetic", N, 0, 0, NULL};
+    CkptRegion r[3];
+    f.r = r;
+    for (size_t a = 0; a < N; f.n++) {
+        size_t b = a + ((size_t)1 << 20) + 5 < N ? a + ((size_t)1 << 20) + 5 : N;
+        r[f.n] = (CkptRegion){"t", a, b, crc32c(0, buf + a, b - a)};
+        a = b;
+    }
+    CkptSpan sp[] = {{3, 300000, dst + 3}, {300001, 1048580, dst + 300001}, {1048581, 1048590, dst + 1048581},
+                     {2000000, N, dst + 2000000}};
+    char err[512];
+    CHECK(ckpt_sums_check(&f, -1, "synthetic", buf, N, sp, 4, err, sizeof err) == 0, "fused check: %s", err);
+    for (int i = 0; i < 4; i++) memcpy(ref + sp[i].begin, buf + sp[i].begin, sp[i].end - sp[i].begin);
+    CHECK(memcmp(dst, ref, N) == 0, "fused check-and-copy differs from memcpy");
+    buf[2500000] ^= 8;   // region 2 (from 2097162)
+    CHECK(ckpt_sums_check(&f, -1, "synthetic", buf, N, sp, 4, err, sizeof err) != 0 &&
+              strstr(err, "checksum mismatch in tensor t, bytes 2097162-3145728") != NULL, "flip not located: %s", err);
+    free(buf);
+    free(dst);
+    free(ref);
+}
+
 int main(void) {
+    check_crc_and_spans();
     // shard bounds
     size_t b[9];
     size_t ns[] = {1, 65536, 65537, 279488, 1000000};
@@ -142,6 +199,31 @@ int main(void) {
     CHECK(got.skip.n == 3 && got.skip.loss[0] == 1.0 / 3.0 && isinf(got.skip.loss[1]) && isnan(got.skip.gnorm[1]) &&
               got.skip.gnorm[2] == 1e-300, "skip history not exact");
     CHECK(!strcmp(got.recipe_yaml, st.recipe_yaml) && !strcmp(got.recipe_sha256, st.recipe_sha256), "recipe");
+    ckpt_state_free(&got);
+    // A flipped exp_avg byte in rank 0's part refuses rank 1's load too (every rank checks
+    // every byte: one verdict), naming the file and the tensor; restored, it loads again.
+    char op[700], sp[700];
+    snprintf(op, sizeof op, "%s/optim.safetensors", path);
+    StFile sf;
+    CHECK(st_open(&sf, op, err, sizeof err) == 0, "%s", err);
+    long at = (long)(sf.data - (const uint8_t *)sf.map) + 100;
+    st_close(&sf);
+    flip_byte(op, at, 0x40);
+    CHECK(ckpt_load(path, &t, &cfg, q, m, v, b[1], b[2], &got, err, sizeof err) != 0, "flipped moment accepted");
+    CHECK(strstr(err, "optim.safetensors: checksum mismatch in tensor model.embed_tokens.weight.exp_avg, bytes ") != NULL,
+          "message: %s", err);
+    CHECK(strstr(err, "newest earlier checkpoint that verifies is ") && strstr(err, "step-00000003"), "no earlier named: %s", err);
+    flip_byte(op, at, 0x40);
+    // checksums.txt itself changed: refused as such
+    snprintf(sp, sizeof sp, "%s/checksums.txt", path);
+    flip_byte(sp, 60, 0x01);
+    CHECK(ckpt_load(path, &t, &cfg, q, m, v, b[1], b[2], &got, err, sizeof err) != 0 && strstr(err, "checksums.txt is corrupt"),
+          "changed checksums.txt: %s", err);
+    // without checksums.txt (a checkpoint from before them): loads, the same values
+    CHECK(unlink(sp) == 0, "rm checksums.txt");
+    memset(q, 0, 4 * n);
+    CHECK(ckpt_load(path, &t, &cfg, q, m, v, b[1], b[2], &got, err, sizeof err) == 0, "load without checksums: %s", err);
+    CHECK(memcmp(q, p1, 4 * n) == 0 && memcmp(v, whole.v + b[1], 4 * (b[2] - b[1])) == 0, "unchecked load differs");
     ckpt_state_free(&got);
     // another model: refused, outputs untouched
     ModelConfig c2 = cfg;

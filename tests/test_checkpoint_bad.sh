@@ -5,6 +5,9 @@
 # safetensors file, a tensor with the wrong shape, a tensor with the wrong dtype,
 # `latest` naming a missing directory, a train_state.json that does not parse, a
 # train.resume PATH that does not exist, a world size that does not divide the batch.
+# A changed file is first caught by its checksum (checksums.txt, src/train/ckpt_verify.h;
+# the bit-flip cases are in test_faults.sh): the structural cases drop checksums.txt, as in
+# a checkpoint written before checksums, which loads with a warning, then is validated.
 cd "$(dirname "$0")/.."
 source tests/resume_lib.sh
 BASE=$TMP/base
@@ -28,6 +31,8 @@ expect_bad() {
 }
 fresh() { rm -rf $TMP/$1; cp -r $BASE $TMP/$1; }
 CK=checkpoints/step-00000004
+# nosums NAME: the step-4 checkpoint of NAME without its checksums (as written before them).
+nosums() { rm $TMP/$1/$CK/checksums.txt; }
 
 fresh model
 # (the resume guard names it first, from the checkpoint's recipe: src/train/trainer.c)
@@ -45,7 +50,13 @@ expect_bad trunc_optim "optim.safetensors"
 fresh shape
 train $TMP/other train.max_steps=2 ckpt.interval=2 model.mlp_hidden=96 || fail "other model run"
 cp $TMP/other/checkpoints/step-00000002/model.safetensors $TMP/shape/$CK/model.safetensors
+expect_bad shape "model.safetensors: .* bytes, but checksums.txt records"
+grep -q "newest earlier checkpoint that verifies is .*step-00000002: resume from it with train.resume=" $TMP/shape.log ||
+  fail "shape: no earlier checkpoint named: $(cat $TMP/shape.log)"
+nosums shape
 expect_bad shape "mlp.gate_proj.weight: expected F32 (128, 64), got F32 (96, 64)"
+grep -q "no checksums.txt (written before checkpoints carried checksums): loading it unverified" $TMP/shape.log ||
+  fail "shape: no warning about the missing checksums: $(cat $TMP/shape.log)"
 
 # wrong dtype: the header of one tensor says I32 (same size, so the file stays valid)
 fresh dtype
@@ -57,6 +68,7 @@ h['model.norm.weight']['dtype'] = 'I32'
 hb = json.dumps(h).encode(); hb += b' ' * ((8 - len(hb) % 8) % 8)
 open(p, 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])
 PY
+nosums dtype
 expect_bad dtype "model.norm.weight: expected F32 (64), got I32"
 
 fresh latest
@@ -65,6 +77,8 @@ expect_bad latest "latest names 'step-00000099'"
 
 fresh json
 head -c 200 $TMP/json/$CK/train_state.json > $TMP/json/x && mv $TMP/json/x $TMP/json/$CK/train_state.json
+expect_bad json "train_state.json: 200 bytes, but checksums.txt records"
+nosums json
 expect_bad json "train_state.json: not valid JSON"
 
 fresh json_field
@@ -73,6 +87,7 @@ import json, sys
 p = sys.argv[1]; o = json.load(open(p)); del o['loader']; o['step'] = 'four'
 json.dump(o, open(p, 'w'))
 PY
+nosums json_field
 expect_bad json_field "missing or bad fields: step; loader"
 
 fresh path

@@ -19,6 +19,11 @@
 #     bitwise.
 #  5. An MPI rank SIGKILLed (2 ranks): the job stops, the checkpoints are intact, 1 rank
 #     resumes it.
+#  6. One bit flipped at a random offset of the newest checkpoint (safetensors headers,
+#     weights, Adam moments, train_state.json, checksums.txt), 64 trials: every resume is
+#     refused (exit 2) naming the file and pointing at the previous checkpoint, with nothing
+#     written; `olmo ckpt verify` and `olmo eval`/`export-hf` refuse too; resumed from the
+#     previous checkpoint, the run ends bitwise equal to an uninterrupted one.
 source "$(dirname "$0")/resume_lib.sh"
 set +e   # the cases check exit codes themselves
 STRACE=$(command -v strace || true)
@@ -197,4 +202,62 @@ if command -v mpirun >/dev/null && ldd "$OLMO" | grep libmpi >/dev/null; then
 else
   echo "note: mpirun missing: rank-death case skipped"
 fi
+# 6. a flipped bit in a checkpoint
+B=$TMP/B
+train $B train.stop_at=8 ckpt.interval=2 || fail "bit-flip base run: $(tail -3 $B.log)"
+C8=$B/checkpoints/step-00000008
+# flip FILE REGION SEED: XOR one random bit of a random byte of REGION (header: the
+# safetensors header with its 8-byte length; data: the tensor bytes; all: any byte).
+# Flipping again with the same arguments restores the file. Prints the offset.
+flip() {
+  $PY - "$@" <<'PY'
+import random, struct, sys
+p, region, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = bytearray(open(p, 'rb').read())
+h = 8 + struct.unpack('<Q', b[:8])[0] if region != 'all' else 0
+lo, hi = {'header': (0, h), 'data': (h, len(b)), 'all': (0, len(b))}[region]
+r = random.Random(seed)
+off = r.randrange(lo, hi)
+b[off] ^= 1 << r.randrange(8)
+open(p, 'wb').write(b)
+print(off)
+PY
+}
+snap() { (cd $B && find . -type f | sort | xargs md5sum | md5sum); }
+before=$(snap)
+nt=0
+for spec in "model.safetensors header 10" "model.safetensors data 14" "optim.safetensors header 8" \
+            "optim.safetensors data 14" "train_state.json all 10" "checksums.txt all 8"; do
+  set -- $spec
+  for i in $(seq $3); do
+    seed=$((1000 * nt + 17))
+    off=$(flip $C8/$1 $2 $seed)
+    "$OLMO" train "$TMP/r.yml" train.run_dir=$B ckpt.interval=2 >$B.flip.log 2>&1; rc=$?
+    [ $rc = 2 ] || fail "bit flip in $1 ($2, byte $off): exit $rc, want 2: $(tail -3 $B.flip.log)"
+    grep -q "step-00000008/$1" $B.flip.log || fail "bit flip in $1 ($2, byte $off): file not named: $(tail -2 $B.flip.log)"
+    grep -q "newest earlier checkpoint that verifies is $B/checkpoints/step-00000006: resume from it with train.resume=$B/checkpoints/step-00000006" $B.flip.log ||
+      fail "bit flip in $1 (byte $off): previous checkpoint not named: $(tail -2 $B.flip.log)"
+    grep -q "^step " $B.flip.log && fail "bit flip in $1 (byte $off): training started"
+    if [ $((nt % 4)) = 0 ]; then   # the other readers refuse it too (every 4th trial: time)
+      "$OLMO" ckpt verify $B >$B.verify.log 2>&1 && fail "ckpt verify passed a flip in $1 (byte $off)"
+      grep -q "^BAD .*step-00000008/$1" $B.verify.log || fail "ckpt verify: $1 not named BAD: $(cat $B.verify.log)"
+      nok=8; [ $1 = checksums.txt ] && nok=6   # the other files (of step 8 too, unless its checksums broke)
+      [ "$(grep -c '^ok ' $B.verify.log)" = $nok ] || fail "ckpt verify: the other files: $(cat $B.verify.log)"
+      if [ $1 = model.safetensors ]; then
+        "$OLMO" export-hf $C8 $TMP/hf-flip >$B.x.log 2>&1 && fail "export-hf read a flipped $1"
+        grep -q "step-00000008/$1: checksum mismatch" $B.x.log || fail "export-hf message: $(cat $B.x.log)"
+        [ -e $TMP/hf-flip ] && fail "export-hf wrote output from a flipped checkpoint"
+      fi
+    fi
+    flip $C8/$1 $2 $seed >/dev/null
+    nt=$((nt+1))
+  done
+done
+[ "$(snap)" = "$before" ] || fail "bit-flip trials changed the run directory"
+"$OLMO" ckpt verify $B >$B.verify.log 2>&1 || fail "ckpt verify after restoring: $(cat $B.verify.log)"
+# resume from the previous checkpoint while step 8 is corrupt: the same bits as straight through
+flip $C8/optim.safetensors data 99 >/dev/null
+train $B train.resume=$B/checkpoints/step-00000006 ckpt.interval=2 || fail "resume from step 6: $(tail -3 $B.log)"
+same_as_A $B "bit flip at step 8, resumed from step 6"
+echo "ok: $nt single-bit flips (headers, weights, moments, train_state.json, checksums.txt) refused with the file named; resumed from the previous checkpoint to the same bits"
 echo "test_faults: ok"

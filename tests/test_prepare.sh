@@ -3,7 +3,9 @@
 # `olmo tokenize` ids of its documents, each followed by EOS, in input order; 1 and 2
 # threads give identical bytes; the held-out split depends only on the documents (not on
 # input order or threads) and has about the requested size; the manifest's counts and
-# sha256 are right; .gz/.zst inputs match plain ones; a rerun skips, --force redoes.
+# sha256 are right; .gz/.zst inputs match plain ones; a rerun skips, --force redoes;
+# `olmo data verify` passes the outputs (manifest or recipe), names a changed file (exit 2),
+# and shows a progress bar with GB/s on large data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLMO=${OLMO_BIN:-build/olmo}
@@ -151,4 +153,36 @@ grep -q 'note: up to date' "$T/log5" && fail "changed input was skipped"
 grep -q 'docs: up to date' "$T/log5" || fail "unchanged input was redone"
 "$OLMO" prepare "$T/in" -o "$T/o1" --threads 2 --heldout-frac 0.2 --heldout-seed 7 2> "$T/log6" || fail "rerun other frac"
 grep -q 'up to date, skipped' "$T/log6" && fail "changed options did not redo"
+# 6. olmo data verify: the manifest's files, a recipe's files, one flipped bit, large data.
+"$OLMO" data verify "$T/o2" > "$T/dv" || { cat "$T/dv"; fail "data verify of a fresh prepare"; }
+[ "$(grep -c '^ok ' "$T/dv")" = "$(ls "$T"/o2/*.npy | wc -l)" ] || fail "data verify: one ok line per file: $(cat "$T/dv")"
+tr0=$(ls "$T"/o2/*.npy | grep -v heldout | head -1)
+"$PY" -c "import struct,sys; open(sys.argv[1],'wb').write(struct.pack('<64I', *range(64)))" "$T/loose.npy"
+cat > "$T/r.yml" <<YML
+model: {preset: olmo3-tiny}
+train: {seq_len: 8, global_batch: 2, micro_batch: 1, max_steps: 1}
+data: {paths: [$tr0, $T/loose.npy]}
+YML
+"$OLMO" data verify "$T/r.yml" > "$T/dv" || { cat "$T/dv"; fail "data verify RECIPE"; }
+grep -q "^ok  $tr0 " "$T/dv" && grep -q "^UNLISTED $T/loose.npy" "$T/dv" || fail "data verify RECIPE lines: $(cat "$T/dv")"
+"$PY" -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//3]^=4; open(p,'wb').write(b)" "$tr0"
+set +e; "$OLMO" data verify "$T/r.yml" > "$T/dv" 2> "$T/dv.err"; rc=$?; set -e
+[ $rc = 2 ] || fail "data verify of a flipped file: exit $rc, want 2"
+grep -q "^BAD $tr0: sha256 .*, its manifest records" "$T/dv" || fail "data verify: flipped file not named: $(cat "$T/dv")"
+# 300 MB (sparse): the progress bar and GB/s
+mkdir -p "$T/big"
+truncate -s 300M "$T/big/big.npy"
+"$PY" - "$T/o2/manifest.json" "$T/big" <<'EOF'
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+h = hashlib.sha256()
+with open(sys.argv[2] + "/big.npy", "rb") as f:
+    for b in iter(lambda: f.read(1 << 24), b""): h.update(b)
+o = dict(m["outputs"][0], path="big.npy", sha256=h.hexdigest())
+m["outputs"] = [o]
+json.dump(m, open(sys.argv[2] + "/manifest.json", "w"))
+EOF
+"$OLMO" data verify "$T/big/manifest.json" > "$T/dv" 2> "$T/dv.err" || fail "data verify big: $(cat "$T/dv" "$T/dv.err")"
+grep -q "100.0%  0.31 / 0.31 GB  .* GB/s" "$T/dv.err" || fail "data verify: no progress bar: $(cat "$T/dv.err")"
+echo "ok: data verify (manifest, recipe, a flipped bit named, progress bar on 300 MB)"
 echo "test_prepare: ok"

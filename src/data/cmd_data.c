@@ -12,6 +12,8 @@
 //       (whole batches only, as the loader serves them). With --rank/--world: what that
 //       rank is served, batch by batch, in the loader's micro-batch composition
 //       (including the loader.debug_double_shard bug when it is on).
+//   olmo data verify RECIPE [key=value ...] | MANIFEST
+//       the token files against their manifest's sha256 (src/data/data_verify.c).
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +32,15 @@ static void usage(FILE *f) {
             "usage: olmo data info  RECIPE [key=value ...] [--json]\n"
             "       olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K]\n"
             "                       [--batches] [--rank R --world W]\n"
+            "       olmo data verify RECIPE [key=value ...] | MANIFEST\n"
             "  info   sources, instances available/used, mixture repeat factors, fingerprint\n"
             "  order  the global instance order of epoch E (default 1; seed + E), one id per\n"
             "         line from position S; --batches: one global batch per line; --rank/--world:\n"
-            "         what that rank is served per batch. --count: lines to print (default all).\n");
+            "         what that rank is served per batch. --count: lines to print (default all).\n"
+            "  verify the token files (a recipe's, each checked against the manifest.json next to\n"
+            "         it; or all of a MANIFEST's: manifest.json or its directory) against the sha256\n"
+            "         `olmo prepare` recorded; one line per file (ok with GB/s, BAD, or UNLISTED\n"
+            "         when no manifest lists it), a progress bar on stderr from 256 MB; exit 2 if BAD.\n");
 }
 
 static uint64_t parse_u64(const char *opt, const char *s) {
@@ -50,6 +57,7 @@ int cmd_data(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "verify")) return cmd_data_verify(argc - 1, argv + 1);
     if (strcmp(sub, "info") && strcmp(sub, "order")) {
         fprintf(stderr, "olmo: error: olmo data: unknown subcommand '%s'\n", sub);
         usage(stderr);

@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/config_json.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_verify.h"
 #include "train/recipe.h"
 #include "util/common.h"
 
@@ -269,6 +270,8 @@ out:
 
 // ---- CKPT resolution --------------------------------------------------------------------------
 static int config_from_metadata(const char *st_path, ModelSource *s, char *err, size_t errlen) {
+    // A checkpoint's header is checked before it is parsed (all of it: at load).
+    if (ckpt_verify_path(st_path, 1, err, errlen) < 0) return -1;
     StFile f;
     if (st_open(&f, st_path, err, errlen) != 0) return -1;
     int rc = 1;   // 1: no olmo_config there

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/common.h"
+#include "util/crc32c.h"
 
 #define ST_MAX_HEADER (100u << 20)   // safetensors' own limit on the JSON header
 
@@ -221,6 +222,27 @@ int st_write(const char *path, const StWrite *ts, int n, const char *metadata) {
 }
 
 int st_write_fill(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx) {
+    return st_write_sums(path, ts, n, metadata, fill, ctx, 0, NULL);
+}
+
+static void sums_add(StSums *s, int tensor, size_t begin, size_t end, uint32_t crc) {
+    if (s->n == s->cap) s->r = xrealloc(s->r, sizeof(StRegion) * (size_t)(s->cap = s->cap ? 2 * s->cap : 64));
+    s->r[s->n++] = (StRegion){tensor, begin, end, crc};
+}
+
+// Records the CRCs of bytes [pos, pos + len) of the file, tensor `tensor`, in chunks.
+static void sums_add_bytes(StSums *s, int tensor, size_t pos, const uint8_t *p, size_t len, size_t chunk) {
+    size_t o = 0;
+    do {   // an empty tensor still gets its (empty) region: every tensor is listed
+        size_t k = len - o < chunk ? len - o : chunk;
+        sums_add(s, tensor, pos + o, pos + o + k, crc32c(0, p + o, k));
+        o += k;
+    } while (o < len);
+}
+
+int st_write_sums(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx, size_t chunk,
+                  StSums *sums) {
+    if (sums) memset(sums, 0, sizeof *sums);
     cJSON *root = cJSON_CreateObject();
     if (metadata) {
         cJSON *md = cJSON_Parse(metadata);
@@ -252,6 +274,8 @@ int st_write_fill(const char *path, const StWrite *ts, int n, const char *metada
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { free(hbuf); return -1; }
     int rc = write_all(fd, hbuf, padded + 8);
+    if (sums) sums_add(sums, -1, 0, padded + 8, crc32c(0, hbuf, padded + 8));
+    size_t pos = padded + 8;
     free(hbuf);
     size_t fill_max = 0;
     for (int i = 0; i < n; i++)
@@ -264,8 +288,12 @@ int st_write_fill(const char *path, const StWrite *ts, int n, const char *metada
             fill(ctx, i, fill_buf);
             src = fill_buf;
         }
+        // Checksummed from the buffer written, not re-read: a later flip on disk shows.
+        if (sums) sums_add_bytes(sums, i, pos, src, ts[i].nbytes, chunk);
+        pos += ts[i].nbytes;
         rc = write_all(fd, src, ts[i].nbytes);
     }
+    if (sums) sums->file_size = pos;
     free(fill_buf);
     if (rc == 0) rc = fsync(fd);
     int e = errno;

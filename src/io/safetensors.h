@@ -54,6 +54,22 @@ int st_write(const char *path, const StWrite *ts, int n, const char *metadata);
 // tensors that are not in host memory (a CUDA checkpoint) without a second full copy.
 typedef void (*StFill)(void *ctx, int i, void *buf);
 int st_write_fill(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx);
+// Content checksums of a written file (CRC-32C, src/util/crc32c.h), computed on the bytes
+// as they go to disk: region 0 is the header (8-byte length + JSON + padding), then each
+// tensor's bytes in pieces of at most `chunk` bytes. Together the regions cover the file.
+typedef struct {
+    int tensor;             // index into the StWrite array; -1 for the header
+    size_t begin, end;      // byte range in the file
+    uint32_t crc;
+} StRegion;
+typedef struct {
+    size_t file_size;
+    int n, cap;
+    StRegion *r;            // malloc'd; free(sums->r)
+} StSums;
+// st_write_fill that also records sums (chunk > 0); free(sums->r) afterwards, whatever it returns.
+int st_write_sums(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx, size_t chunk,
+                  StSums *sums);
 size_t st_dtype_size(const char *dtype);   // 0 if unknown
 
 #endif

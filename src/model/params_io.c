@@ -5,9 +5,13 @@
 
 #include "io/safetensors.h"
 #include "model/params.h"
+#include "train/ckpt_verify.h"
 #include "util/common.h"
 
 int params_load_safetensors(const ParamTable *t, float *params, const char *path, char *err, size_t errlen) {
+    // A checkpoint's weights (eval, generate, export-hf, train.load_path) are checked
+    // against the checksums.txt next to them first; other files have none.
+    if (ckpt_verify_path(path, 0, err, errlen) < 0) return -1;
     StFile f;
     if (st_open(&f, path, err, errlen) != 0) return -1;
     char msg[2048] = "";

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <openssl/sha.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 
 #include "io/safetensors.h"
 #include "model/config_json.h"
+#include "train/ckpt_verify.h"
 #include "util/common.h"
 
 void ckpt_sha256_hex(const void *data, size_t len, char out[65]) {
@@ -45,7 +47,7 @@ static int is_dir(const char *p) {
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 // "step-00001000" -> 1000; -1 if the name is not a checkpoint directory name.
-static long step_of_name(const char *name) {
+long ckpt_step_of_name(const char *name) {
     if (strncmp(name, "step-", 5) != 0) return -1;
     char *end;
     errno = 0;
@@ -58,7 +60,7 @@ static int cmp_long_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 // Steps of every step-* directory under ckdir, newest first; *n receives the count.
-static long *list_steps(const char *ckdir, int *n) {
+long *ckpt_list_steps(const char *ckdir, int *n) {
     *n = 0;
     DIR *d = opendir(ckdir);
     if (!d) return NULL;
@@ -67,7 +69,7 @@ static long *list_steps(const char *ckdir, int *n) {
     struct dirent *e;
     char p[4096];
     while ((e = readdir(d))) {
-        long st = step_of_name(e->d_name);
+        long st = ckpt_step_of_name(e->d_name);
         if (st < 0) continue;
         snprintf(p, sizeof p, "%s/%s", ckdir, e->d_name);
         if (!is_dir(p)) continue;
@@ -311,70 +313,135 @@ static int check_tensors(const StFile *f, const ParamTable *t, const char *const
     return 0;
 }
 
-// Copy elements [lo, hi) of the flat layout out of a validated file (tensor name+suffix).
-static void read_range(const StFile *f, const ParamTable *t, const char *suffix, float *dst, size_t lo, size_t hi) {
+// The copies of elements [lo, hi) of the flat layout out of a validated file (tensors
+// name+suffix) into dst, as byte spans of the file, appended to sp[*n].
+static void add_spans(const StFile *f, const ParamTable *t, const char *suffix, float *dst, size_t lo, size_t hi,
+                      CkptSpan *sp, int *n) {
     char name[160];
+    const size_t data0 = (size_t)(f->data - (const uint8_t *)f->map);
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *p = &t->p[i];
         size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (a >= b) continue;
         snprintf(name, sizeof name, "%s%s", p->name, suffix);
-        const StTensor *s = st_find(f, name);
-        memcpy(dst + (a - lo), f->data + s->begin + sizeof(float) * (a - p->offset), sizeof(float) * (b - a));
+        const size_t at = data0 + st_find(f, name)->begin;   // the tensor's first byte in the file
+        sp[(*n)++] = (CkptSpan){at + sizeof(float) * (a - p->offset), at + sizeof(float) * (b - p->offset), dst + (a - lo)};
     }
+}
+static int cmp_span(const void *a, const void *b) {
+    const CkptSpan *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+// Open dir/name as safetensors. With checksums (sums != NULL) the file size and the header
+// bytes are checked before the header is trusted, so a flipped header byte is reported as
+// a checksum mismatch, not as whatever the parser makes of it. *fs: the file's checksums
+// (NULL without). 0, -1 (bad file), or -2 (its checksum fails).
+static int open_checked(const char *dir, const char *name, const CkptSums *sums, StFile *f, const CkptSumFile **fs,
+                        char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *fs = NULL;
+    if (!sums) return st_open(f, path, err, errlen);
+    if (!(*fs = ckpt_sums_find(sums, name))) {
+        snprintf(err, errlen, "%s/%s does not list %s", dir, CKPT_SUMS_NAME, name);
+        return -2;
+    }
+    if (st_open(f, path, err, errlen) == 0) {
+        if (ckpt_sums_check(*fs, 1, path, f->map, f->map_len, NULL, 0, err, errlen) == 0) return 0;
+        st_close(f);
+        return -2;
+    }
+    // Unparseable: if the header's checksum (or the size) fails, that is the better message.
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    struct stat sb;
+    size_t hl = (*fs)->r[0].end;
+    uint8_t *h = xmalloc(hl + 1);
+    int rc = -1;
+    if (fstat(fd, &sb) == 0 && (size_t)sb.st_size != (*fs)->size)
+        rc = ckpt_sums_check(*fs, 1, path, h, (size_t)sb.st_size, NULL, 0, err, errlen) ? -2 : -1;
+    else if (pread(fd, h, hl, 0) == (ssize_t)hl)
+        rc = ckpt_sums_check(*fs, 1, path, h, (*fs)->size, NULL, 0, err, errlen) ? -2 : -1;
+    close(fd);
+    free(h);
+    return rc;
 }
 
 int ckpt_load(const char *dir, const ParamTable *t, const ModelConfig *cfg, float *params, float *m, float *v,
               size_t lo, size_t hi, TrainState *st, char *err, size_t errlen) {
+    CkptSums sums;
+    int nosums = ckpt_sums_read(dir, &sums, err, errlen);
+    if (nosums < 0) {
+        ckpt_verify_hint(dir, err, errlen);
+        return -1;
+    }
+    if (nosums)
+        warnf("%s has no %s (written before checkpoints carried checksums): loading it unverified", dir, CKPT_SUMS_NAME);
+    const CkptSums *sp = nosums ? NULL : &sums;
+    int corrupt = 0;   // a checksum failed: point at an earlier checkpoint
     char path[4096];
     snprintf(path, sizeof path, "%s/train_state.json", dir);
     size_t len;
     char *txt = read_file_all(path, &len);
     if (!txt) {
         snprintf(err, errlen, "%s: cannot read (%s)", path, strerror(errno));
+        ckpt_sums_free(&sums);
         return -1;
+    }
+    if (sp) {
+        const CkptSumFile *fj = ckpt_sums_find(sp, "train_state.json");
+        if (!fj) snprintf(err, errlen, "%s/%s does not list train_state.json", dir, CKPT_SUMS_NAME);
+        corrupt = !fj || ckpt_sums_check(fj, -1, path, (const uint8_t *)txt, len, NULL, 0, err, errlen);
     }
     TrainState s;
-    int rc = state_from_json(path, txt, &s, cfg, err, errlen);
+    int rc = corrupt ? -1 : state_from_json(path, txt, &s, cfg, err, errlen);
     free(txt);
-    if (rc) return -1;
+    if (rc) goto fail_sums;
     if (s.n_params != t->total) {
         snprintf(err, errlen, "%s: %zu parameters in the checkpoint, %zu in the model", path, s.n_params, t->total);
-        ckpt_state_free(&s);
-        return -1;
+        goto fail_state;
     }
     StFile fm, fo;
+    const CkptSumFile *sm, *so;
     static const char *const none[] = {""}, *const adam[] = {".exp_avg", ".exp_avg_sq"};
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st_open(&fm, path, err, errlen)) {
-        ckpt_state_free(&s);
-        return -1;
-    }
-    if (check_tensors(&fm, t, none, 1, err, errlen)) {
-        st_close(&fm);
-        ckpt_state_free(&s);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/optim.safetensors", dir);
-    if (st_open(&fo, path, err, errlen)) {
-        st_close(&fm);
-        ckpt_state_free(&s);
-        return -1;
-    }
-    if (check_tensors(&fo, t, adam, 2, err, errlen)) {
-        st_close(&fm);
-        st_close(&fo);
-        ckpt_state_free(&s);
-        return -1;
-    }
-    // Everything validated: only now are the outputs written.
-    read_range(&fm, t, "", params, 0, t->total);
-    if (m) read_range(&fo, t, ".exp_avg", m, lo, hi);   // NULL: weights only (stage transition)
-    if (v) read_range(&fo, t, ".exp_avg_sq", v, lo, hi);
+    if ((rc = open_checked(dir, "model.safetensors", sp, &fm, &sm, err, errlen))) goto fail_state;
+    if (check_tensors(&fm, t, none, 1, err, errlen)) goto fail_model;
+    if ((rc = open_checked(dir, "optim.safetensors", sp, &fo, &so, err, errlen))) goto fail_model;
+    if (check_tensors(&fo, t, adam, 2, err, errlen)) goto fail_optim;
+    // Structure validated: now every byte of both files is checked (without checksums: just
+    // copied) in one pass that copies what this rank loads. Each rank also checks the
+    // moments it does not load, so that every rank reaches the same verdict. On a mismatch
+    // the outputs hold part of the checkpoint (the callers stop).
+    CkptSpan *spans = xmalloc(sizeof(CkptSpan) * 2 * (size_t)t->n);
+    int ns = 0;
+    add_spans(&fm, t, "", params, 0, t->total, spans, &ns);
+    rc = ckpt_sums_check(sm, -1, fm.path, fm.map, fm.map_len, spans, ns, err, errlen);
+    ns = 0;
+    if (m) add_spans(&fo, t, ".exp_avg", m, lo, hi, spans, &ns);   // NULL: weights only (stage transition)
+    if (v) add_spans(&fo, t, ".exp_avg_sq", v, lo, hi, spans, &ns);
+    qsort(spans, (size_t)ns, sizeof *spans, cmp_span);
+    if (rc == 0) rc = ckpt_sums_check(so, -1, fo.path, fo.map, fo.map_len, spans, ns, err, errlen);
+    free(spans);
     st_close(&fm);
     st_close(&fo);
+    if (rc) {
+        rc = -2;
+        goto fail_state;
+    }
+    ckpt_sums_free(&sums);
     *st = s;
     return 0;
+fail_optim:
+    st_close(&fo);
+fail_model:
+    st_close(&fm);
+fail_state:
+    ckpt_state_free(&s);
+fail_sums:
+    if (corrupt || rc == -2) ckpt_verify_hint(dir, err, errlen);
+    ckpt_sums_free(&sums);
+    return -1;
 }
 
 int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outlen, char *err, size_t errlen) {
@@ -396,7 +463,7 @@ int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outl
         latest[strcspn(latest, "\r\n")] = 0;
         char target[4700];
         snprintf(target, sizeof target, "%s/%s", ckdir, latest);
-        if (step_of_name(latest) < 0 || !is_dir(target)) {
+        if (ckpt_step_of_name(latest) < 0 || !is_dir(target)) {
             snprintf(err, errlen, "%s names '%s', which is not a checkpoint directory in %s (remove %s to start from "
                      "the newest step-* directory, or set train.resume=PATH)", p, latest, ckdir, p);
             free(latest);
@@ -407,7 +474,7 @@ int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outl
     // The newest step-* directory: a kill between the rename and the `latest` update
     // leaves `latest` one behind, and the renamed directory is complete by construction.
     int n;
-    long *steps = list_steps(ckdir, &n);
+    long *steps = ckpt_list_steps(ckdir, &n);
     if (n == 0) {
         free(steps);
         return 0;
@@ -447,7 +514,7 @@ CkptWriter *ckpt_writer_create(const char *run_dir, const ParamTable *t, int kee
 
 static void retention(CkptWriter *w) {
     int n;
-    long *steps = list_steps(w->ckdir, &n);
+    long *steps = ckpt_list_steps(w->ckdir, &n);
     char p[4600], q[4600];
     for (int i = w->keep_last; i < n; i++) {
         if (w->keep_every > 0 && steps[i] % w->keep_every == 0) continue;
@@ -496,7 +563,13 @@ static int write_all(CkptWriter *w) {
     char meta[256];
     snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"step\": \"%ld\"}", st->step);
     FillCtx fp = {w, 0}, fo = {w, 1};
-    if (st_write_fill(p, ws, t->n, meta, fill_tensor, &fp) != 0) goto ioerr;
+    // Content checksums (ckpt_verify.h), taken from the bytes as they are written.
+    CkptSums sums = {0};
+    StSums ss;
+    int rc = st_write_sums(p, ws, t->n, meta, fill_tensor, &fp, CKPT_SUM_CHUNK, &ss);
+    if (rc == 0) ckpt_sums_add_st(&sums, "model.safetensors", ws, &ss);
+    free(ss.r);
+    if (rc != 0) goto ioerr;
     // Test hook: widen the window in which a kill lands mid-checkpoint.
     const char *pause = getenv("OLMO_TEST_CKPT_PAUSE");
     if (pause) usleep((useconds_t)(atof(pause) * 1e6));
@@ -514,17 +587,26 @@ static int write_all(CkptWriter *w) {
     snprintf(p, sizeof p, "%s/optim.safetensors", tmp);
     snprintf(meta, sizeof meta, "{\"format\": \"olmo.c adamw\", \"step\": \"%ld\", \"adam_step\": \"%ld\"}", st->step,
              st->adam_step);
-    int rc = st_write_fill(p, ws, 2 * t->n, meta, fill_tensor, &fo);
+    rc = st_write_sums(p, ws, 2 * t->n, meta, fill_tensor, &fo, CKPT_SUM_CHUNK, &ss);
+    if (rc == 0) ckpt_sums_add_st(&sums, "optim.safetensors", ws, &ss);
+    free(ss.r);
     for (int i = 0; i < 2 * t->n; i++) free(names[i]);
     free(names);
     if (rc != 0) goto ioerr;
     char *js = state_to_json(st);
     snprintf(p, sizeof p, "%s/train_state.json", tmp);
     rc = write_file_atomic(p, js, strlen(js));
+    if (rc == 0) ckpt_sums_add_buf(&sums, "train_state.json", js, strlen(js));
     free(js);
     if (rc != 0) goto ioerr;
     free(ws);
     ws = NULL;
+    // Last, so a directory with checksums.txt has every file it lists (and a kill before
+    // the rename below leaves only a .tmp-* directory anyway).
+    snprintf(p, sizeof p, "%s/%s", tmp, CKPT_SUMS_NAME);
+    rc = ckpt_sums_write(tmp, &sums);
+    ckpt_sums_free(&sums);
+    if (rc != 0) goto ioerr;
     // Complete and durable: publish it.
     if (fsync_dir(tmp) != 0) goto ioerr;
     if (is_dir(fin)) {   // same step written before (e.g. a run restarted with resume=never)
@@ -541,6 +623,7 @@ static int write_all(CkptWriter *w) {
     return 0;
 ioerr:
     snprintf(w->errmsg, sizeof w->errmsg, "writing checkpoint %s: %s (%s)", fin, strerror(errno), p);
+    ckpt_sums_free(&sums);
     free(ws);
     return -1;
 }

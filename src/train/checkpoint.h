@@ -70,6 +70,10 @@ void ckpt_writer_free(CkptWriter *w);   // waits first
 const char *ckpt_last_path(const CkptWriter *w);
 
 // ---- reading ------------------------------------------------------------------------------
+// "step-00001000" -> 1000; -1 if name is not a checkpoint directory name.
+long ckpt_step_of_name(const char *name);
+// Steps of every step-* directory under ckdir, newest first (malloc'd); *n gets the count.
+long *ckpt_list_steps(const char *ckdir, int *n);
 // Remove stale .tmp-* directories under RUN_DIR/checkpoints (left by a killed run).
 void ckpt_clean_temp(const char *run_dir);
 // Resolve train.resume: "never" -> 0; "auto" -> 1 with the newest step-* directory of
