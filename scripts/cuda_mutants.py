@@ -110,10 +110,12 @@ def main():
     ap.add_argument('--only', default='')
     ap.add_argument('--list', action='store_true')
     ap.add_argument('--start', type=int, default=1, help='first mutant to run (1-based; resume a partial run)')
+    ap.add_argument('--end', type=int, default=0, help='last mutant to run (0: the last one)')
     ap.add_argument('--timeout', type=int, default=600)
     a = ap.parse_args()
     ms = [m for m in mutants() if a.only in m[5] or a.only in m[0]]
     start = a.start
+    end = a.end or len(ms)
     if a.list:
         for m in ms:
             print('%s: %s' % (m[0], m[5]))
@@ -133,7 +135,7 @@ def main():
         killed = 0
         print('%-4s %-58s %-6s %s' % ('#', 'mutant', 'line', 'result'))
         for n, m in enumerate(ms, 1):
-            if n < start:
+            if n < start or n > end:
                 continue
             line = apply(tree, m)
             t0 = time.time()
@@ -171,7 +173,7 @@ def main():
             print('%-4d %-58s %s:%-4d %s  [%.0f s]' % (n, m[5][:58], os.path.basename(m[0]), line, verdict, time.time() - t0),
                   flush=True)
             shutil.copy(os.path.join(ROOT, m[0]), os.path.join(tree, m[0]))
-        print('%d of %d mutants killed' % (killed, len(ms) - start + 1))
+        print('%d of %d mutants killed' % (killed, end - start + 1))
     finally:
         shutil.rmtree(tree, ignore_errors=True)
 
