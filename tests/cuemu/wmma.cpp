@@ -14,9 +14,8 @@ void check_ptr(const char *file, int line, const void *p, unsigned ldm, size_t e
         cuemu::fail(file, line, "wmma::%s: ldm %u is not a multiple of 16 bytes (%zu-byte elements)", what, ldm, es);
 }
 
-// Element e of a tile lives in lane e % 32, slot e / 32 (mma.h).
-static float elem(const void *x, int bf, int e) {
-    return bf ? __bfloat162float(((const __nv_bfloat16 *)x)[e / 32]) : ((const float *)x)[e / 32];
+static float elem(const void *x, int bf, int i) {
+    return bf ? __bfloat162float(((const __nv_bfloat16 *)x)[i]) : ((const float *)x)[i];
 }
 
 void mma_complete(cuemu::WarpOp **ops, unsigned mask) {
@@ -29,18 +28,25 @@ void mma_complete(cuemu::WarpOp **ops, unsigned mask) {
             cuemu::fail(__FILE__, __LINE__, "wmma::mma_sync: lane %d's fragments come from other tiles than lane 0's", l);
     }
     float A[16][16], B[16][16], C[16][16];
-    for (int e = 0; e < 256; e++) {
-        const MmaOp *o = (const MmaOp *)ops[e % 32];
-        A[e / 16][e % 16] = elem(o->a, o->a_bf16, e);
-        B[e / 16][e % 16] = elem(o->b, o->b_bf16, e);
-        C[e / 16][e % 16] = o->c[e / 32];
+    for (unsigned l = 0; l < 32; l++) {   // gather the tiles from the lanes (mma.h's layout)
+        const MmaOp *o = (const MmaOp *)ops[l];
+        for (int i = 0; i < 8; i++) {
+            int r, c;
+            elem_rc(false, l, i, &r, &c);
+            A[r][c] = elem(o->a, o->a_bf16, i);
+            C[r][c] = o->c[i];
+            elem_rc(true, l, i, &r, &c);
+            B[r][c] = elem(o->b, o->b_bf16, i);
+        }
     }
-    for (int e = 0; e < 256; e++) {
-        const int i = e / 16, j = e % 16;
-        float acc = C[i][j];
-        for (int k = 0; k < 16; k++) acc += A[i][k] * B[k][j];   // bf16 products are exact in fp32
-        ((MmaOp *)ops[e % 32])->d[e / 32] = acc;
-    }
+    for (unsigned l = 0; l < 32; l++)
+        for (int i = 0; i < 8; i++) {
+            int r, c;
+            elem_rc(false, l, i, &r, &c);
+            float acc = C[r][c];
+            for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];   // bf16 products are exact in fp32
+            ((MmaOp *)ops[l])->d[i] = acc;
+        }
 }
 
 }   // namespace detail

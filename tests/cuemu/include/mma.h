@@ -2,7 +2,8 @@
 // accumulator). Each lane owns 8 of a fragment's 256 elements (element e = i*32 + lane,
 // row-major over the logical tile), loaded and stored by that lane alone at the moment it
 // runs; mma_sync is a warp collective (all lanes of the warp, same call site) that
-// multiplies the tiles gathered from every lane with fp32 accumulation. The alignment
+// multiplies the tiles gathered from every lane with fp32 accumulation. Lanes own elements
+// in the device's mma.sync fragment layout (detail::elem_rc). The alignment
 // rules of the real API are checked (pointer 256-bit aligned, ldm a multiple of 16 bytes).
 #pragma once
 #include "cuda_bf16.h"
@@ -30,10 +31,25 @@ inline float tofl(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <typename T> inline T fromfl(float v) { return (T)v; }
 template <> inline __nv_bfloat16 fromfl<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 void check_ptr(const char *file, int line, const void *p, unsigned ldm, size_t es, const char *what);
-template <bool RowMajor, typename T> void load(T *x, const T *p, unsigned ldm) {
+// Which element of the 16x16 tile slot i of a lane holds: the layout of sm_80's mma.sync
+// m16n8k16 fragments (two n8 halves), so that a lane's elements come from other lanes'
+// rows and columns as on the device: A and the accumulator hold (row lane/4 (+8), columns
+// 2(lane%4), +1 (+8)); B holds (rows k = 2(lane%4), +1 (+8), column lane/4 (+8)).
+inline void elem_rc(bool is_b, unsigned lane, int i, int *r, int *c) {
+    const int g = (int)lane / 4, t = (int)lane % 4;
+    if (!is_b) {
+        *r = g + 8 * ((i >> 1) & 1);
+        *c = 2 * t + (i & 1) + 8 * (i >> 2);
+    } else {
+        *r = 2 * t + (i & 1) + 8 * ((i >> 1) & 1);
+        *c = g + 8 * (i >> 2);
+    }
+}
+template <bool RowMajor, typename T> void load(T *x, const T *p, unsigned ldm, bool is_b) {
     const unsigned lane = cuemu::lane_id();
     for (int i = 0; i < 8; i++) {
-        int e = i * 32 + (int)lane, r = e / 16, c = e % 16;
+        int r, c;
+        elem_rc(is_b, lane, i, &r, &c);
         x[i] = RowMajor ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
     }
 }
@@ -61,14 +77,14 @@ template <typename Use, typename T, typename L>
 inline void load_matrix_sync_at(const char *file, int line, fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulator loads take a layout");
     detail::check_ptr(file, line, p, ldm, sizeof(T), "load_matrix_sync");
-    detail::load<std::is_same<L, row_major>::value>(f.x, p, ldm);
+    detail::load<std::is_same<L, row_major>::value>(f.x, p, ldm, std::is_same<Use, matrix_b>::value);
     f.src = p;
 }
 inline void load_matrix_sync_at(const char *file, int line, fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                                 unsigned ldm, layout_t lay) {
     detail::check_ptr(file, line, p, ldm, 4, "load_matrix_sync");
-    if (lay == mem_row_major) detail::load<true>(f.x, p, ldm);
-    else detail::load<false>(f.x, p, ldm);
+    if (lay == mem_row_major) detail::load<true>(f.x, p, ldm, false);
+    else detail::load<false>(f.x, p, ldm, false);
     f.src = p;
 }
 inline void store_matrix_sync_at(const char *file, int line, float *p, const fragment<accumulator, 16, 16, 16, float> &f,
@@ -76,7 +92,8 @@ inline void store_matrix_sync_at(const char *file, int line, float *p, const fra
     detail::check_ptr(file, line, p, ldm, 4, "store_matrix_sync");
     const unsigned lane = cuemu::lane_id();
     for (int i = 0; i < 8; i++) {
-        int e = i * 32 + (int)lane, r = e / 16, c = e % 16;
+        int r, c;
+        detail::elem_rc(false, lane, i, &r, &c);
         if (lay == mem_row_major) p[(size_t)r * ldm + c] = f.x[i];
         else p[(size_t)c * ldm + r] = f.x[i];
     }
