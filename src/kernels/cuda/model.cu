@@ -54,11 +54,6 @@ template <typename T> __global__ void cast_kernel(T *dst, const float *src, size
     if (i < n) dst[i] = fromf<T>(src[i]);
 }
 
-template <typename T> __global__ void to_float_kernel(float *dst, const T *src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = tof(src[i]);
-}
-
 // out (N, C) = rows of E; the residual stream is fp32 whatever the weights' type.
 template <typename TE>
 __global__ void embedding_fwd_kernel(float *out, const int32_t *tok, const TE *E, int N, int C) {
