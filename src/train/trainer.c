@@ -27,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_verify.h"
 #include "train/history.h"
 #include "train/metrics.h"
 #include "train/peak.h"
@@ -298,6 +299,15 @@ static void resume_guard(const Recipe *r, const char *ckpt_dir, const Loader *lo
                     recipe_change_allowed(r, "data.mix") || recipe_change_allowed(r, "train.seq_len");
     char path[4700];
     snprintf(path, sizeof path, "%s/train_state.json", ckpt_dir);
+    // the stored recipe is read before ckpt_load checks the files: check its bytes first, so
+    // a flipped bit is reported as such (file, byte range, the checkpoint to resume from
+    // instead), not as a strange recipe key
+    char verr[8192];
+    if (ckpt_verify_path(path, 1, verr, sizeof verr) < 0) {   // 1: its one region, no warning (ckpt_load gives it)
+        char m2[8192 + 4800];
+        snprintf(m2, sizeof m2, "cannot resume from %s: %s", ckpt_dir, verr);
+        fail_all(rank, 2, m2);
+    }
     char *txt = read_file_all(path, NULL);
     cJSON *j = txt ? cJSON_Parse(txt) : NULL;
     free(txt);
