@@ -144,6 +144,8 @@ int main() {
         {1, 100, 4, 1, 32, 100, 1},   // full causal, GQA 4:1, document mask
         {1, 160, 2, 1, 128, 48, 1},   // head dim 128, window 48 (tile skipping), documents
         {2, 129, 2, 1, 16, 70, 0},    // one row past two 64-row tiles, window > tile
+        {1, 150, 2, 1, 32, 66, 0},    // window = 2 mod 64 (and mod 32): the first visible key is
+                                      // the last of a tile, so an off-by-one first tile skips it
     };
     for (const Shape &s : shapes) {
         unsetenv("OLMO_CUDA_ATTN");
