@@ -9,10 +9,11 @@
 //              reverse or random[:SEED] (rounds in which every ready thread runs to its
 //              next meeting point, in that order; random: a new permutation every round),
 //              or warps (warp-serial: each warp runs alone up to the next block barrier).
-//   memory     cudaMalloc maps each allocation between guard pages (an access past the
-//              end or before the start faults and is reported with the kernel, block and
-//              thread); the bytes between the 256-byte-rounded size and the page are
-//              canaries checked after every kernel and copy; new device memory and shared
+//   memory     cudaMalloc maps each allocation between guard pages, its 256-byte-rounded
+//              end flush with the upper one (an access past the end faults and is
+//              reported with the kernel, block and thread); the pad between the lower
+//              page and the start holds canaries checked after every kernel, copy and
+//              free; new device memory and shared
 //              memory are filled with 0xff bytes (NaN as fp32, bf16 and fp64). Kernel pointer
 //              arguments and every copy must lie in device memory (or be host memory
 //              where the direction says so).
@@ -129,7 +130,7 @@ struct Alloc {
     char *base;      // what cudaMalloc returned (256-byte aligned)
     size_t size;     // bytes asked for
     size_t usable;   // size rounded up to 256: what the device would let a kernel touch
-    char *map;       // the mapping: [guard page][pad canaries][usable][tail canaries][guard page]
+    char *map;       // the mapping: [guard page][pad canaries][usable][guard page]
     size_t map_len;
     int id;
     int device;
@@ -178,13 +179,11 @@ bool is_device_ptr(const void *p) {
     return find_alloc(p) != nullptr;
 }
 
-// Canaries around every allocation: a write just past the usable end, or in the pad before
-// the start, that the guard pages do not catch.
+// Canaries in the pad before every allocation's start: a write just before it that the
+// lower guard page does not catch.
 static bool canaries_ok(const Alloc &al, size_t *bad_off) {
-    const char *pad = al.map + kPage, *tail = al.base + al.usable, *end = al.map + al.map_len - kPage;
-    for (const char *c = pad; c < al.base; c++)
-        if ((unsigned char)*c != kCanary) { *bad_off = (size_t)(c - al.base); return false; }
-    for (const char *c = tail; c < end; c++)
+    // the usable end meets the upper guard page: only the pad before the start has canaries
+    for (const char *c = al.map + kPage; c < al.base; c++)
         if ((unsigned char)*c != kCanary) { *bad_off = (size_t)(c - al.base); return false; }
     return true;
 }
@@ -220,7 +219,6 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     char *base = m + kPage + (body - usable);   // the usable end meets the tail guard page
     memset(m + kPage, kCanary, body - usable);
     memset(base, kPoison, bytes);
-    memset(base + bytes, kCanary, usable - bytes);
     // bytes .. usable: still device memory a kernel may touch (cudaMalloc rounds to 256),
     // poisoned rather than canaries so that a read there is NaN and a write is allowed
     memset(base + bytes, kPoison, usable - bytes);

@@ -153,8 +153,8 @@ static constexpr int warpSize = 32;
 #define __threadfence() ((void)0)
 #define __threadfence_block() ((void)0)
 
-// Shuffles (width 32 only: the project uses no other).
-#define CUEMU_SHFL_WIDTH(w) ((w) == 32 ? (void)0 : cuemu::fail(__FILE__, __LINE__, "shuffle width %d: only 32 is emulated", (int)(w)))
+// Shuffles over the whole warp (width 32: a width argument is not emulated, and the
+// project passes none).
 #define __shfl_xor_sync(mask, v, lm, ...) \
     cuemu::shfl_any(__FILE__, __LINE__, (mask), (v), (int)(cuemu::lane_id() ^ (unsigned)(lm)), "__shfl_xor_sync")
 #define __shfl_sync(mask, v, src, ...) cuemu::shfl_any(__FILE__, __LINE__, (mask), (v), (int)(src) & 31, "__shfl_sync")
