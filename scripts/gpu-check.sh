@@ -17,6 +17,8 @@
 #                then names the failing launch), appended to test_cuda.log         25 s
 #   attention    test_cuda_attention: the attention ops vs the CPU on tile-edge shapes,
 #                every path (fp32, bf16 SIMT, bf16 WMMA), appended to test_cuda.log 15 s
+#   backend_ops  test_backend_ops: every op of kernels/ops.h, forward and backward, on
+#                cpu, cpu-bf16, cuda-fp32 and cuda-bf16 vs the CPU fp32 kernels     10 s
 #   launch_codes test_cuemu: the launches a device refuses, with its error codes (the
 #                emulation returns the same ones: a difference is a bug there)    10 s
 #   sanitizer    compute-sanitizer (where the machine has it) on test_cuda_attention:
@@ -55,7 +57,7 @@ if [ "${1:-}" = "--prepare" ]; then
   # libnccl (hundreds of MB) need not travel.
   CFLAGS="-O3 -march=x86-64-v3" LDFLAGS="-Wl,--disable-new-dtags -Wl,-rpath,'\$\$ORIGIN/../lib'" \
     make -s BUILD=build-gpu-obj MPI=0 CUDA=1 NCCL=0 -j"$(nproc)" all || exit 1
-  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_attention build-gpu-obj/tests/test_cuemu build-gpu-obj/tests/test_cuda_bench "$P/bin/"
+  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_attention build-gpu-obj/tests/test_backend_ops build-gpu-obj/tests/test_cuemu build-gpu-obj/tests/test_cuda_bench "$P/bin/"
   strip "$P"/bin/*
   for b in "$P"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $3}'
@@ -125,6 +127,7 @@ TC=$BIN/test_cuda; TB=$BIN/test_cuda_bench; TA=$BIN/test_cuda_attention
 [ -x "$TB" ] || TB=$BIN/tests/test_cuda_bench
 [ -x "$TA" ] || TA=$BIN/tests/test_cuda_attention
 TE=$BIN/test_cuemu; [ -x "$TE" ] || TE=$BIN/tests/test_cuemu
+TO=$BIN/test_backend_ops; [ -x "$TO" ] || TO=$BIN/tests/test_backend_ops
 export OLMO_BIN=$BIN/olmo
 export PYTHON=$(command -v python3)
 
@@ -161,6 +164,9 @@ noskip test_cuda
 excerpt test_cuda "^== |memory plan|logits|gradients|loss:|determinism|worst|FAIL|passed|SKIP|error|rerun" 24
 { echo; echo "==== test_cuda_attention"; } >>"$OUT/test_cuda.log"
 APPEND=1 LOG=test_cuda run attention 15 "$TA"
+{ echo; echo "==== test_backend_ops"; } >>"$OUT/test_cuda.log"
+APPEND=1 LOG=test_cuda run backend_ops 10 "$TO"
+excerpt test_cuda "^(cpu|cuda)|test_backend_ops:" 8
 # the launch refusals the emulation imitates: the real device's error codes
 { echo; echo "==== test_cuemu (launch refusals and their error codes, as the emulation gives them)"; } >>"$OUT/test_cuda.log"
 APPEND=1 LOG=test_cuda run launch_codes 10 "$TE"

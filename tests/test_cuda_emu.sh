@@ -5,7 +5,9 @@
 #   0. tests/test_cuemu: the device semantics themselves (launches refused with the real
 #      error codes; barrier mismatches, early exits, out-of-bounds accesses and host
 #      pointers reported naming the kernel; a missing __syncwarp made visible);
-#   1. tests/test_cuda_attention (the attention ops forward and backward against the CPU on
+#   1. tests/test_backend_ops (every op of kernels/ops.h, forward and backward, on the CPU
+#      and the emulated CUDA backend, fp32 and bf16, against the CPU fp32 kernels),
+#      tests/test_cuda_attention (the attention ops forward and backward against the CPU on
 #      tile-edge shapes, every path) and tests/test_cuda (the whole model against the CPU:
 #      fp32, bf16 WMMA and SIMT attention, window, GQA, head dim 128, YaRN + document mask,
 #      accumulation, recompute, memory plan == allocation), with each block's threads run
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/.."
 B=build-emu
 command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_cuemu >"$log" 2>&1; then
+if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_backend_ops $B/tests/test_cuemu >"$log" 2>&1; then
   grep -v "pragma unroll" "$log" | tail -40
   echo "FAIL: the emulated build (make CUDA_EMU=1 BUILD=$B) failed"
   exit 1
@@ -29,10 +31,12 @@ fi
 export OMP_NUM_THREADS=1
 t0=$(date +%s)
 $B/tests/test_cuemu   # the emulation's own refusals and aborts (the cuemu: lines are its diagnostics)
+$B/tests/test_backend_ops
 $B/tests/test_cuda_attention
 $B/tests/test_cuda
 for order in warps reverse random:7; do
   echo "== CUEMU_ORDER=$order: test_cuda_attention, test_cuda case 1"
+  CUEMU_ORDER=$order $B/tests/test_backend_ops | tail -1
   CUEMU_ORDER=$order $B/tests/test_cuda_attention | tail -1
   CUEMU_ORDER=$order OLMO_TEST_CUDA_CASE=1 $B/tests/test_cuda | grep -E "worst|determinism|passed|FAIL"
 done

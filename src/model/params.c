@@ -58,24 +58,45 @@ const ParamInfo *param_table_find(const ParamTable *t, const char *name) {
     return NULL;
 }
 
-void model_view(ModelView *v, const ParamTable *t, const ModelConfig *c, float *base) {
-    memset(v, 0, sizeof *v);
-    const int per_layer = 11;
-    v->embed = base + t->p[0].offset;
+void model_offsets(ModelOffsets *o, const ParamTable *t, const ModelConfig *c) {
+    memset(o, 0, sizeof *o);
+    const int per_layer = 11;   // param_table_build's rows per layer
+    o->embed = t->p[0].offset;
     for (int l = 0; l < c->n_layers; l++) {
         const ParamInfo *p = &t->p[1 + l * per_layer];
-        LayerView *L = &v->layers[l];
-        L->wqkv = base + p[0].offset;
-        L->wo = base + p[3].offset;
-        L->q_norm = base + p[4].offset;
-        L->k_norm = base + p[5].offset;
-        L->attn_norm = base + p[6].offset;
-        L->wgu = base + p[7].offset;
-        L->wdown = base + p[9].offset;
-        L->mlp_norm = base + p[10].offset;
+        LayerOffsets *L = &o->layers[l];
+        L->wqkv = p[0].offset;
+        L->wo = p[3].offset;
+        L->q_norm = p[4].offset;
+        L->k_norm = p[5].offset;
+        L->attn_norm = p[6].offset;
+        L->wgu = p[7].offset;
+        L->wdown = p[9].offset;
+        L->mlp_norm = p[10].offset;
     }
-    v->final_norm = base + t->p[t->n - 2].offset;
-    v->lm_head = base + t->p[t->n - 1].offset;
+    o->final_norm = t->p[t->n - 2].offset;
+    o->lm_head = t->p[t->n - 1].offset;
+}
+
+void model_view(ModelView *v, const ParamTable *t, const ModelConfig *c, float *base) {
+    ModelOffsets o;
+    model_offsets(&o, t, c);
+    memset(v, 0, sizeof *v);
+    v->embed = base + o.embed;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerOffsets *p = &o.layers[l];
+        LayerView *L = &v->layers[l];
+        L->wqkv = base + p->wqkv;
+        L->wo = base + p->wo;
+        L->q_norm = base + p->q_norm;
+        L->k_norm = base + p->k_norm;
+        L->attn_norm = base + p->attn_norm;
+        L->wgu = base + p->wgu;
+        L->wdown = base + p->wdown;
+        L->mlp_norm = base + p->mlp_norm;
+    }
+    v->final_norm = base + o.final_norm;
+    v->lm_head = base + o.lm_head;
 }
 
 // splitmix64: a well-known 64-bit mixer; the init stream is a pure function of the key.

@@ -48,10 +48,22 @@ typedef struct {
     float *lm_head;     // (Vp, C)
 } ModelView;
 
+// The same tensors as offsets (in elements) into the flat layout, for buffers of another
+// element type (the bf16 compute copy) or on a device: tensor p of a buffer b is b + off.p.
+typedef struct {
+    size_t wqkv, wo, q_norm, k_norm, attn_norm, wgu, wdown, mlp_norm;
+} LayerOffsets;
+typedef struct {
+    size_t embed;
+    LayerOffsets layers[MAX_LAYERS];
+    size_t final_norm, lm_head;
+} ModelOffsets;
+
 void param_table_build(ParamTable *t, const ModelConfig *c);
 void param_table_free(ParamTable *t);
 const ParamInfo *param_table_find(const ParamTable *t, const char *name);
 void model_view(ModelView *v, const ParamTable *t, const ModelConfig *c, float *base);
+void model_offsets(ModelOffsets *o, const ParamTable *t, const ModelConfig *c);
 
 // OLMo 3 init: every linear and the embedding ~ truncated normal(0, 0.02) cut at +-3 std;
 // norm weights 1. Each element comes from a counter-based generator keyed by

@@ -22,7 +22,7 @@
 // slower than a wgmma/mma flash attention; docs/cuda.md says so.
 #include <string.h>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.cuh"
 
 #define TPR 8
 #define BQ 32
@@ -629,3 +629,20 @@ template void attention_backward_cuda<float>(float *, float *, float *, float *,
 template void attention_backward_cuda<bf16>(bf16 *, bf16 *, bf16 *, float *, const bf16 *, const bf16 *, const bf16 *,
                                             const bf16 *, const bf16 *, const float *, int, int, int, int, int, int,
                                             const int32_t *, cudaStream_t);
+
+// The DType entry points (ops.cuh) over the templates.
+void attention_forward_cuda_dt(cudaStream_t st, void *out, float *lse, const void *q, const void *k, const void *v,
+                               DType t, int B, int Tn, int NH, int NKV, int D, int window, const int32_t *docs) {
+    DT_DISPATCH(t, TT,
+                attention_forward_cuda<TT>((TT *)out, lse, (const TT *)q, (const TT *)k, (const TT *)v, B, Tn, NH, NKV,
+                                           D, window, docs, st));
+}
+
+void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+                                const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
+                                int B, int Tn, int NH, int NKV, int D, int window, const int32_t *docs) {
+    DT_DISPATCH(t, TT,
+                attention_backward_cuda<TT>((TT *)dq, (TT *)dk, (TT *)dv, Di, (const TT *)dout, (const TT *)q,
+                                            (const TT *)k, (const TT *)v, (const TT *)out, lse, B, Tn, NH, NKV, D,
+                                            window, docs, st));
+}

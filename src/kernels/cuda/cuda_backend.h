@@ -21,10 +21,7 @@ extern "C" {
 
 typedef struct CudaModel CudaModel;
 
-// Sizes shared by model.cu and the memory plan below.
-#define CUDA_NORM_PARTS 64                  // row chunks of a norm weight gradient
-#define CUDA_LM_CHUNK_MAX 1024              // tokens per LM-head chunk
-#define CUDA_WORKSPACE_BYTES (32u << 20)    // cuBLASLt workspace
+#include "kernels/cuda/sizes.h"   // sizes shared by model.cu and the memory plan below
 
 // What cuda_model_create allocates on the device, in bytes, by purpose: the arithmetic of
 // `olmo info --backend cuda` and a check of the allocator (cuda_model_create prints a note

@@ -29,241 +29,10 @@ extern "C" {
 #include "model/docmask.h"
 #include "model/params.h"
 }
-#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/ops.cuh"
 
-// cublasLt has no status-string function of its own (cublasGetStatusString is libcublas's).
-static const char *lt_status(cublasStatus_t st) {
-    static char buf[32];
-    snprintf(buf, sizeof buf, "status %d", (int)st);
-    return buf;
-}
-#define LT_CHECK(x) OLMO_LIB_CHECK("cuBLASLt", cublasStatus_t, CUBLAS_STATUS_SUCCESS, lt_status, x)
-
-#define NORM_PARTS CUDA_NORM_PARTS
-#define SUMSQ_CHUNK 65536      // as kernels/cpu/optim.c
 #define LM_CHUNK_MAX CUDA_LM_CHUNK_MAX
-#define WORKSPACE_BYTES CUDA_WORKSPACE_BYTES
-
-// ---------------------------------------------------------------------------------------
-// elementwise and row kernels
-// ---------------------------------------------------------------------------------------
-
-template <typename T> __global__ void cast_kernel(T *dst, const float *src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = fromf<T>(src[i]);
-}
-
-// out (N, C) = rows of E; the residual stream is fp32 whatever the weights' type.
-template <typename TE>
-__global__ void embedding_fwd_kernel(float *out, const int32_t *tok, const TE *E, int N, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * C) return;
-    size_t n = idx / C, c = idx % C;
-    out[idx] = tof(E[(size_t)tok[n] * C + c]);
-}
-
-// dE (V, C) += this micro-batch's rows of the fp32 residual gradient. Positions are grouped
-// by token on the host (rows[u], its positions pos[off[u] .. off[u+1]) in order): each
-// distinct token's sum is formed on its own, from 0 in token order, and added to dE once.
-// So in-place accumulation of micro-batches gives exactly g1 + g2, the sum the CPU's
-// gradient tree and the host-MPI reduce form. One thread per (distinct token, column).
-__global__ void embedding_bwd_kernel(float *dE, const float *dout, const int32_t *rows, const int32_t *off,
-                                     const int32_t *pos, int C) {
-    const int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float acc = 0.0f;
-    for (int i = off[u]; i < off[u + 1]; i++) acc += dout[(size_t)pos[i] * C + c];
-    dE[(size_t)rows[u] * C + c] += acc;
-}
-
-// out = w * (x * rstd) (+ res); one block per row. Statistics in double as the CPU kernel.
-// Types: Ti input, To output and residual (fp32 for the residual stream), Tc an optional
-// second copy of the output (the bf16 GEMM operand of an fp32 residual row).
-template <typename Ti, typename To, typename Tc>
-__global__ void rmsnorm_fwd_kernel(To *out, Tc *copy, float *rstd, const Ti *inp, const float *w, const To *res,
-                                   int C, int in_stride, int out_stride, float eps) {
-    __shared__ double sh[32];
-    const int n = blockIdx.x;
-    const Ti *x = inp + (size_t)n * in_stride;
-    double ss = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        double xv = tof(x[c]);
-        ss += xv * xv;
-    }
-    ss = block_sum(ss, sh);
-    float r = (float)(1.0 / sqrt(ss / C + eps));
-    if (threadIdx.x == 0) rstd[n] = r;
-    To *o = out + (size_t)n * out_stride;
-    Tc *cp = copy ? copy + (size_t)n * out_stride : nullptr;
-    const To *rr = res ? res + (size_t)n * out_stride : nullptr;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float y = w[c] * (tof(x[c]) * r);
-        float yo = rr ? tof(rr[c]) + y : y;
-        o[c] = fromf<To>(yo);
-        if (cp) cp[c] = fromf<Tc>(yo);
-    }
-}
-
-// dx = r * (w*dy - xhat * mean(w*dy*xhat)); one block per row. Td: dy (fp32 when it is the
-// residual gradient), Ti: x, To: dx (fp32 when dx is the residual gradient).
-template <typename Td, typename Ti, typename To>
-__global__ void rmsnorm_bwd_kernel(To *dinp, const Td *dout, const Ti *inp, const float *w, const float *rstd, int C,
-                                   int dout_stride, int in_stride, int din_stride) {
-    __shared__ double sh[32];
-    const int n = blockIdx.x;
-    const Ti *x = inp + (size_t)n * in_stride;
-    const Td *dy = dout + (size_t)n * dout_stride;
-    const float r = rstd[n];
-    double dot = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) dot += (double)(w[c] * tof(dy[c])) * (tof(x[c]) * r);
-    dot = block_sum(dot, sh);
-    const float m = (float)(dot / C);
-    To *dx = dinp + (size_t)n * din_stride;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] = fromf<To>(r * (w[c] * tof(dy[c]) - (tof(x[c]) * r) * m));
-}
-
-// partial[p][c] = sum over rows of chunk p of dy * xhat (double).
-template <typename Td, typename Ti>
-__global__ void norm_dw_partial_kernel(double *partial, const Td *dout, const Ti *inp, const float *rstd, int N, int C,
-                                       int dout_stride, int in_stride) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, p = blockIdx.y;
-    if (c >= C) return;
-    int n0 = (int)((long)N * p / NORM_PARTS), n1 = (int)((long)N * (p + 1) / NORM_PARTS);
-    double acc = 0.0;
-    for (int n = n0; n < n1; n++)
-        acc += (double)tof(dout[(size_t)n * dout_stride + c]) * (tof(inp[(size_t)n * in_stride + c]) * rstd[n]);
-    partial[(size_t)p * C + c] = acc;
-}
-
-// dw (=, or += when accumulating micro-batches) the chunk partials summed in chunk order.
-__global__ void norm_dw_final_kernel(float *dw, const double *partial, int C, int accumulate) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    double acc = 0.0;
-    for (int p = 0; p < NORM_PARTS; p++) acc += partial[(size_t)p * C + c];
-    dw[c] = accumulate ? dw[c] + (float)acc : (float)acc;
-}
-
-// RoPE rotate-half in place on x (B*T rows of H heads of D, row stride H*D); sign -1 = backward.
-template <typename T>
-__global__ void rope_kernel(T *x, const float *cos_t, const float *sin_t, int BT, int Tn, int H, int D, float sign) {
-    const int half = D / 2;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // over (row, h, j)
-    if (idx >= (size_t)BT * H * half) return;
-    int j = (int)(idx % half);
-    size_t rh = idx / half;
-    size_t row = rh / H;
-    int t = (int)(row % Tn);
-    T *v = x + rh * D;
-    float c = cos_t[(size_t)t * half + j], sn = sign * sin_t[(size_t)t * half + j];
-    float x1 = tof(v[j]), x2 = tof(v[j + half]);
-    v[j] = fromf<T>(x1 * c - x2 * sn);
-    v[j + half] = fromf<T>(x2 * c + x1 * sn);
-}
-
-// dst[n, dcol + i] = src[n, scol + i], i < width
-template <typename T>
-__global__ void copy_cols_kernel(T *dst, const T *src, int N, int width, int dstride, int dcol, int sstride, int scol) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * width) return;
-    size_t n = idx / width, i = idx % width;
-    dst[n * dstride + dcol + i] = src[n * sstride + scol + i];
-}
-
-template <typename T> __global__ void swiglu_fwd_kernel(T *out, const T *gu, int N, int H) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * H) return;
-    size_t n = idx / H, j = idx % H;
-    float g = tof(gu[n * 2 * H + j]), u = tof(gu[n * 2 * H + H + j]);
-    float sig = 1.0f / (1.0f + expf(-g));
-    out[idx] = fromf<T>(g * sig * u);
-}
-
-template <typename T> __global__ void swiglu_bwd_kernel(T *dgu, const T *dout, const T *gu, int N, int H) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * H) return;
-    size_t n = idx / H, j = idx % H;
-    float g = tof(gu[n * 2 * H + j]), u = tof(gu[n * 2 * H + H + j]), dy = tof(dout[idx]);
-    float sig = 1.0f / (1.0f + expf(-g));
-    float silu = g * sig;
-    dgu[n * 2 * H + H + j] = fromf<T>(dy * silu);
-    dgu[n * 2 * H + j] = fromf<T>(dy * u * sig * (1.0f + g * (1.0f - sig)));
-}
-
-// One block per row of the logits chunk: lse, CE, z; with grad, dlogits (type T) =
-// inv_count * (softmax * (1 + 2 z lse) - onehot); masked rows get zeros.
-template <typename T>
-__global__ void lm_row_kernel(T *dlogits, const float *logits, const int32_t *targets, int V, float z_coef,
-                              float inv_count, int want_grad, double *row_ce, double *row_z, float *tok_ce) {
-    __shared__ float shf[32];
-    __shared__ double shd[32];
-    const int r = blockIdx.x;
-    const float *lg = logits + (size_t)r * V;
-    const int32_t t = targets[r];
-    float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, lg[v]);
-    mx = block_max(mx, shf);
-    double sum = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += (double)expf(lg[v] - mx);
-    sum = block_sum(sum, shd);
-    const double lse = mx + log(sum);
-    if (threadIdx.x == 0) {
-        row_ce[r] = t >= 0 ? lse - lg[t] : 0.0;
-        row_z[r] = t >= 0 ? lse * lse : 0.0;
-        if (tok_ce) tok_ce[r] = t >= 0 ? (float)(lse - lg[t]) : 0.0f;
-    }
-    if (!want_grad) return;
-    T *dl = dlogits + (size_t)r * V;
-    if (t < 0) {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) dl[v] = fromf<T>(0.0f);
-        return;
-    }
-    const float a = (float)((1.0 + 2.0 * z_coef * lse) * inv_count / sum);
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float d = expf(lg[v] - mx) * a;
-        if (v == t) d -= inv_count;
-        dl[v] = fromf<T>(d);
-    }
-}
-
-__global__ void scale_kernel(float *x, float s, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] *= s;
-}
-
-// One block per SUMSQ_CHUNK elements: partial[b] = sum x^2 in double, fixed tree.
-__global__ void sumsq_kernel(double *partial, const float *x, size_t n) {
-    __shared__ double sh[32];
-    size_t lo = (size_t)blockIdx.x * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-    double s = 0.0;
-    for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * x[i];
-    s = block_sum(s, sh);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// adamw_update (kernels/cpu/optim.c) element for element; _rn intrinsics keep the compiler
-// from contracting into FMAs, so fp32 results match the CPU's (gcc -std=c11: no contraction).
-template <typename T>
-__global__ void adamw_kernel(float *p, float *m, float *v, const float *g, T *wcopy, size_t n, float beta1,
-                             float beta2, float eps, float decay, float step_size, float bc2_sqrt) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float gi = g[i];
-    float pi = __fmul_rn(p[i], decay);
-    float mi = __fadd_rn(__fmul_rn(m[i], beta1), __fmul_rn(gi, __fsub_rn(1.0f, beta1)));
-    float vi = __fadd_rn(__fmul_rn(v[i], beta2), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, beta2), gi), gi));
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-    pi = __fsub_rn(pi, __fmul_rn(step_size, __fdiv_rn(mi, denom)));
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-    if (wcopy) wcopy[i] = fromf<T>(pi);
-}
-
-__global__ void poison_kernel(float *x) { x[0] = NAN; }
-
-static inline unsigned nblk(size_t n, int t = 256) { return (unsigned)((n + t - 1) / t); }
 
 // ---------------------------------------------------------------------------------------
 // the model
@@ -331,52 +100,11 @@ struct CudaModelBase {
     virtual void *compute_weights() = 0;
     virtual LossSums fwd_bwd(const int32_t *inputs, const int32_t *targets, int B, int T, float z, float inv_count,
                              int want_grads, float *logits_out, float *tok_ce) = 0;
-    static uint32_t align_of(const void *p) {
-        uintptr_t a = (uintptr_t)p;
-        uint32_t al = 256;
-        while (al > 1 && (a % al)) al >>= 1;
-        return al;
-    }
-    // GEMM in cuBLASLt column-major terms: C (m x n, ldc) = op(A) op(B) (+ beta C).
-    void gemm(bool ta, bool tb, int mm, int nn, int kk, const void *A, int lda, const void *B, int ldb, void *Cp,
-              int ldc, float beta, cudaDataType_t in_t, cudaDataType_t out_t) {
-        cublasLtMatmulDesc_t op;
-        LT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-        LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
-        LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
-        cublasLtMatrixLayout_t la, lb, lc;
-        LT_CHECK(cublasLtMatrixLayoutCreate(&la, in_t, ta ? kk : mm, ta ? mm : kk, lda));
-        LT_CHECK(cublasLtMatrixLayoutCreate(&lb, in_t, tb ? nn : kk, tb ? kk : nn, ldb));
-        LT_CHECK(cublasLtMatrixLayoutCreate(&lc, out_t, mm, nn, ldc));
-        cublasLtMatmulPreference_t pref;
-        LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        size_t ws = WORKSPACE_BYTES;
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-        // The heuristic assumes 256-byte aligned operands unless told otherwise; tensors of
-        // the flat table can sit at any 4-byte (bf16: 2-byte) offset after the small norm
-        // vectors, so tell it the real alignment of each pointer.
-        uint32_t al[3] = {align_of(A), align_of(B), align_of(Cp)};
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
-        LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4));
-        cublasLtMatmulHeuristicResult_t h;
-        int nres = 0;
-        LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &h, &nres));
-        if (nres == 0) { fprintf(stderr, "olmo: error: cuBLASLt: no algorithm for %dx%dx%d\n", mm, nn, kk); exit(1); }
-        float alpha = 1.0f;
-        LT_CHECK(cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, Cp, lc, Cp, lc, &h.algo, workspace, ws, st));
-        cublasLtMatmulPreferenceDestroy(pref);
-        cublasLtMatrixLayoutDestroy(la);
-        cublasLtMatrixLayoutDestroy(lb);
-        cublasLtMatrixLayoutDestroy(lc);
-        cublasLtMatmulDescDestroy(op);
-    }
+    CudaGemm gemm_ctx() const { return CudaGemm{lt, workspace, st}; }
 };
 
 template <typename T> struct CudaModelT : CudaModelBase {
-    static constexpr cudaDataType_t DT = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_16BF;
+    static constexpr DType DT = sizeof(T) == 4 ? DT_F32 : DT_BF16;
     T *w;           // weights in compute type, whole table (== master in fp32 mode)
     ModelView mv;   // views into grad: the gradients themselves, and the offsets of every tensor
     ModelView nv;   // mv with the norm weights pointing at their fp32 values (master or normf)
@@ -503,8 +231,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
         CUDA_CHECK(cudaMemcpy(grad, host, total * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(master, grad + mlo, (mhi - mlo) * 4, cudaMemcpyDeviceToDevice));
         if (sizeof(T) != 4) {
-            cast_kernel<T><<<nblk(total), 256, 0, st>>>(w, grad, total);
-            CUDA_LAUNCH_CHECK();
+            cast_cuda(st, w, DT, grad, total);
         }
         for (const NormSeg &s : norm_segs)
             CUDA_CHECK(cudaMemcpyAsync(normf + s.coff, grad + s.off, s.n * 4, cudaMemcpyDeviceToDevice, st));
@@ -514,46 +241,38 @@ template <typename T> struct CudaModelT : CudaModelBase {
 
     // row-major nn.Linear: out (N, OC) = inp (N, C) @ W^T
     void mm_fwd(T *out, const T *inp, const T *Wt, int N, int C, int OC) {
-        gemm(true, false, OC, N, C, Wt, C, inp, C, out, OC, 0.0f, DT, DT);
+        const CudaGemm g = gemm_ctx();
+        matmul_forward_cuda(&g, out, inp, Wt, DT, N, C, OC);
     }
     // dinp (N, C) (+)= dout @ W (Td: fp32 for the residual gradient); dW (OC, C) = dout^T @
     // inp in fp32, added to the gradient when accumulating over chunks or micro-batches.
     template <typename Td>
     void mm_bwd(Td *dinp, float *dW, const T *dout, const T *inp, const T *Wt, int N, int C, int OC, int acc_dinp,
                 int acc_dW) {
-        const cudaDataType_t dt = sizeof(Td) == 4 ? CUDA_R_32F : CUDA_R_16BF;
-        if (dinp) gemm(false, false, C, N, OC, Wt, C, dout, OC, dinp, C, acc_dinp ? 1.0f : 0.0f, DT, dt);
-        if (dW) gemm(false, true, C, OC, N, inp, C, dout, OC, dW, C, (acc_dW || grad_acc) ? 1.0f : 0.0f, DT, CUDA_R_32F);
+        const CudaGemm g = gemm_ctx();
+        matmul_backward_cuda(&g, dinp, dtype_of<Td>(), dW, dout, inp, Wt, DT, N, C, OC, acc_dinp, acc_dW || grad_acc);
     }
-    template <typename Ti, typename To, typename Tc>
-    void norm_fwd(To *out, Tc *copy, float *rstd, const Ti *inp, const float *wt, const To *resid, int N, int C, int is,
-                  int os) {
-        rmsnorm_fwd_kernel<Ti, To, Tc><<<N, 256, 0, st>>>(out, copy, rstd, inp, wt, resid, C, is, os, (float)cfg.rms_eps);
-        CUDA_LAUNCH_CHECK();
+    // RMSNorm (+ the residual, + a bf16 copy of the output in bf16 mode)
+    template <typename Ti, typename To>
+    void norm_fwd(To *out, T *copy, float *rstd, const Ti *inp, const float *wt, const float *resid, int N, int C,
+                  int is, int os) {
+        rmsnorm_forward_cuda(st, out, dtype_of<To>(), sizeof(T) == 2 ? (bf16 *)(void *)copy : nullptr, rstd, inp,
+                             dtype_of<Ti>(), wt, resid, N, C, is, os, (float)cfg.rms_eps);
     }
     template <typename Td, typename Ti, typename To>
     void norm_bwd(To *dinp, float *dw, const Td *dout, const Ti *inp, const float *wt, const float *rstd, int N, int C,
                   int ds, int is, int dis) {
-        rmsnorm_bwd_kernel<Td, Ti, To><<<N, 256, 0, st>>>(dinp, dout, inp, wt, rstd, C, ds, is, dis);
-        CUDA_LAUNCH_CHECK();
-        dim3 g(nblk(C), NORM_PARTS);
-        norm_dw_partial_kernel<Td, Ti><<<g, 256, 0, st>>>(norm_part, dout, inp, rstd, N, C, ds, is);
-        CUDA_LAUNCH_CHECK();
-        norm_dw_final_kernel<<<nblk(C), 256, 0, st>>>(dw, norm_part, C, grad_acc);
-        CUDA_LAUNCH_CHECK();
+        rmsnorm_backward_cuda(st, dinp, dtype_of<To>(), dw, grad_acc, dout, dtype_of<Td>(), inp, dtype_of<Ti>(), wt,
+                              rstd, N, C, ds, is, dis, norm_part);
     }
     // Layer l's rotation: YaRN's tables on the full-attention layers when the config has
     // them (model_layer_rope_scaled, as model.c), else plain RoPE.
     void rope(T *x, int l, int B, int T_, int H, int D, float sign) {
         const bool scaled = yarn_cos && model_layer_rope_scaled(&cfg, l);
-        size_t n = (size_t)B * T_ * H * (D / 2);
-        rope_kernel<T><<<nblk(n), 256, 0, st>>>(x, scaled ? yarn_cos : rope_cos, scaled ? yarn_sin : rope_sin, B * T_,
-                                                T_, H, D, sign);
-        CUDA_LAUNCH_CHECK();
+        rope_cuda(st, x, DT, scaled ? yarn_cos : rope_cos, scaled ? yarn_sin : rope_sin, B, T_, H, D, sign);
     }
     void copy_cols(T *dst, const T *src, int N, int width, int dstride, int dcol, int sstride, int scol) {
-        copy_cols_kernel<T><<<nblk((size_t)N * width), 256, 0, st>>>(dst, src, N, width, dstride, dcol, sstride, scol);
-        CUDA_LAUNCH_CHECK();
+        copy_cols_cuda(st, dst, src, DT, N, width, dstride, dcol, sstride, scol);
     }
     // The GEMM operand of block l's input: its bf16 copy (bf16 mode), or the fp32 row itself.
     T *block_input(int l, size_t N) {
@@ -573,25 +292,23 @@ template <typename T> struct CudaModelT : CudaModelBase {
         T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
         T *xg = block_input(l, N);
         if (sizeof(T) != 4) {   // x (fp32) -> its bf16 copy for the QKV GEMM
-            cast_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(xg, x, N * d.C);
-            CUDA_LAUNCH_CHECK();
+            cast_cuda(st, xg, DT, x, N * d.C);
         }
         float *h32 = sizeof(T) != 4 ? hf : (float *)(void *)h;   // h in fp32 (fp32 mode: h itself)
         T *hcopy = sizeof(T) != 4 ? h : nullptr;
         mm_fwd(qkv_l, xg, W(lw->wqkv), d.N, d.C, d.QKV);
-        norm_fwd(q_l, (T *)nullptr, q_rstd + sl * N, qkv_l, nl->q_norm, (const T *)nullptr, d.N, d.Q, d.QKV, d.Q);
-        norm_fwd(k_l, (T *)nullptr, k_rstd + sl * N, qkv_l + d.Q, nl->k_norm, (const T *)nullptr, d.N, d.KV, d.QKV, d.KV);
+        norm_fwd(q_l, nullptr, q_rstd + sl * N, qkv_l, nl->q_norm, nullptr, d.N, d.Q, d.QKV, d.Q);
+        norm_fwd(k_l, nullptr, k_rstd + sl * N, qkv_l + d.Q, nl->k_norm, nullptr, d.N, d.KV, d.QKV, d.KV);
         copy_cols(v_l, qkv_l, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);
         rope(q_l, l, B, T_, d.NH, d.D, 1.0f);
         rope(k_l, l, B, T_, d.NKV, d.D, 1.0f);
         attention_forward_cuda<T>(att_l, lse + sl * N * d.NH, q_l, k_l, v_l, B, T_, d.NH, d.NKV, d.D, window, doc_d, st);
         mm_fwd(ao_l, att_l, W(lw->wo), d.N, d.Q, d.C);
-        norm_fwd(h32, hcopy, a_rstd + sl * N, ao_l, nl->attn_norm, (const float *)x, d.N, d.C, d.C, d.C);   // h = x + norm(a)
+        norm_fwd(h32, hcopy, a_rstd + sl * N, ao_l, nl->attn_norm, x, d.N, d.C, d.C, d.C);   // h = x + norm(a)
         mm_fwd(gu_l, h, W(lw->wgu), d.N, d.C, 2 * d.H);
-        swiglu_fwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(act_l, gu_l, d.N, d.H);
-        CUDA_LAUNCH_CHECK();
+        swiglu_forward_cuda(st, act_l, gu_l, DT, d.N, d.H);
         mm_fwd(mo_l, act_l, W(lw->wdown), d.N, d.H, d.C);
-        norm_fwd(y, (T *)nullptr, m_rstd + sl * N, mo_l, nl->mlp_norm, (const float *)h32, d.N, d.C, d.C, d.C);   // y = h + norm(m)
+        norm_fwd(y, nullptr, m_rstd + sl * N, mo_l, nl->mlp_norm, h32, d.N, d.C, d.C, d.C);   // y = h + norm(m)
     }
 
     LossSums fwd_bwd(const int32_t *inputs, const int32_t *targets, int B, int T_, float z, float inv_count,
@@ -608,23 +325,22 @@ template <typename T> struct CudaModelT : CudaModelBase {
             CUDA_CHECK(cudaMemcpyAsync(doc_d, doc_h.data(), N * 4, cudaMemcpyHostToDevice, st));
         }
         if (want_grads) group_tokens(inputs, d.N);
-        embedding_fwd_kernel<T><<<nblk(N * d.C), 256, 0, st>>>(res, tok_d, W(mv.embed), d.N, d.C);
-        CUDA_LAUNCH_CHECK();
+        embedding_forward_cuda(st, res, tok_d, W(mv.embed), DT, d.N, d.C);
         for (int l = 0; l < d.L; l++) layer_fwd(l, B, T_);
         float *xL = res + (size_t)d.L * N * d.C;
-        norm_fwd(xf, (T *)nullptr, xf_rstd, (const float *)xL, nv.final_norm, (const T *)nullptr, d.N, d.C, d.C, d.C);
+        norm_fwd(xf, nullptr, xf_rstd, (const float *)xL, nv.final_norm, nullptr, d.N, d.C, d.C, d.C);
 
         // LM head + loss, chunked; the backward GEMMs per chunk (dW accumulated over chunks in order)
         const bool g = want_grads != 0;
         for (int n0 = 0; n0 < d.N; n0 += lm_chunk) {
             int nc = d.N - n0 < lm_chunk ? d.N - n0 : lm_chunk;
             const T *xc = xf + (size_t)n0 * d.C;
-            gemm(true, false, Vp, nc, d.C, W(mv.lm_head), d.C, xc, d.C, logits, Vp, 0.0f, DT, CUDA_R_32F);
+            const CudaGemm gm = gemm_ctx();
+            gemm_cuda(&gm, true, false, Vp, nc, d.C, W(mv.lm_head), d.C, xc, d.C, logits, Vp, 0.0f, DT, DT_F32);
             if (logits_out)
                 CUDA_CHECK(cudaMemcpyAsync(logits_out + (size_t)n0 * Vp, logits, (size_t)nc * Vp * 4, cudaMemcpyDeviceToHost, st));
-            lm_row_kernel<T><<<nc, 512, 0, st>>>(dlogits, logits, tgt_d + n0, Vp, z, inv_count, g,
-                                                 row_ce + n0, row_z + n0, tok_ce_d + n0);
-            CUDA_LAUNCH_CHECK();
+            lmhead_rows_cuda(st, dlogits, DT, logits, tgt_d + n0, nc, Vp, z, inv_count, g, row_ce + n0, row_z + n0,
+                             tok_ce_d + n0);
             if (g) mm_bwd(dxf + (size_t)n0 * d.C, mv.lm_head, dlogits, xc, W(mv.lm_head), nc, d.C, Vp, 0, n0 > 0);
         }
         if (g) backward(B, T_);
@@ -647,22 +363,9 @@ template <typename T> struct CudaModelT : CudaModelBase {
     // ascending token order, each token's positions ascending; one upload.
     void group_tokens(const int32_t *tok, int N) {
         CUDA_CHECK(cudaStreamSynchronize(st));   // emb_h may still feed the previous copy
-        std::vector<int32_t> idx(N);
-        for (int n = 0; n < N; n++) idx[n] = n;
-        std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return tok[a] < tok[b]; });
         const size_t M = (size_t)max_B * max_T;   // the device buffers' layout: rows (M) | off (M+1) | pos (M)
-        emb_h.assign(3 * M + 1, 0);
-        int32_t *rows = emb_h.data(), *offs = rows + M, *pos = offs + M + 1;
-        int u = 0;
-        for (int i = 0; i < N; i++) {
-            if (i == 0 || tok[idx[i]] != tok[idx[i - 1]]) {
-                rows[u] = tok[idx[i]];
-                offs[u++] = i;
-            }
-            pos[i] = idx[i];
-        }
-        offs[u] = N;
-        emb_u = u;
+        emb_h.resize(3 * M + 1);
+        emb_u = embedding_group_tokens(tok, N, (int)M, emb_h.data());
         CUDA_CHECK(cudaMemcpyAsync(emb_rows, emb_h.data(), emb_h.size() * 4, cudaMemcpyHostToDevice, st));
     }
 
@@ -689,8 +392,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
             T *gu_l = gu + sl * N * 2 * d.H, *act_l = act + sl * N * d.H, *mo_l = mo + sl * N * d.C;
             norm_bwd(dm, lg->mlp_norm, (const float *)dres, mo_l, nl->mlp_norm, m_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(dact, lg->wdown, dm, act_l, W(lw->wdown), d.N, d.H, d.C, 0, 0);
-            swiglu_bwd_kernel<T><<<nblk(N * d.H), 256, 0, st>>>(dgu, dact, gu_l, d.N, d.H);
-            CUDA_LAUNCH_CHECK();
+            swiglu_backward_cuda(st, dgu, dact, gu_l, DT, d.N, d.H);
             mm_bwd(dres, lg->wgu, dgu, h, W(lw->wgu), d.N, d.C, 2 * d.H, 1, 0);
             norm_bwd(da, lg->attn_norm, (const float *)dres, ao_l, nl->attn_norm, a_rstd + sl * N, d.N, d.C, d.C, d.C, d.C);
             mm_bwd(datt, lg->wo, da, att_l, W(lw->wo), d.N, d.Q, d.C, 0, 0);
@@ -705,8 +407,7 @@ template <typename T> struct CudaModelT : CudaModelBase {
             mm_bwd(dres, lg->wqkv, dqkv, xg, W(lw->wqkv), d.N, d.C, d.QKV, 1, 0);
         }
         if (!grad_acc) CUDA_CHECK(cudaMemsetAsync(gw.embed, 0, sizeof(float) * (size_t)cfg.padded_vocab * d.C, st));
-        embedding_bwd_kernel<<<dim3((unsigned)emb_u, nblk(d.C, 128)), 128, 0, st>>>(gw.embed, dres, emb_rows, emb_off, emb_pos, d.C);
-        CUDA_LAUNCH_CHECK();
+        embedding_backward_cuda(st, gw.embed, dres, emb_rows, max_B * max_T, emb_u, d.C);
     }
 };
 
@@ -777,7 +478,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
     b->mhi = shard_master ? opt_hi : t->total;
     CUDA_CHECK(cudaStreamCreate(&b->st));
     LT_CHECK(cublasLtCreate(&b->lt));
-    b->workspace = b->alloc<char>(WORKSPACE_BYTES);
+    b->workspace = b->alloc<char>(CUDA_WORKSPACE_BYTES);
     bool ok = b->workspace && (use_bf16 ? ((CudaModelT<bf16> *)b)->init() : ((CudaModelT<float> *)b)->init());
     if (!ok) {
         size_t fr = 0, tot = 0;
@@ -871,8 +572,7 @@ void cuda_grad_download(CudaModel *cm, float *host) {
 }
 
 void cuda_grad_poison(CudaModel *cm) {
-    poison_kernel<<<1, 1, 0, cm->impl->st>>>(cm->impl->grad);
-    CUDA_LAUNCH_CHECK();
+    poison_cuda(cm->impl->st, cm->impl->grad);
 }
 
 void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
@@ -880,8 +580,7 @@ void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
     if (b->olo % SUMSQ_CHUNK) { fprintf(stderr, "olmo: error: CUDA: shard start %zu not chunk-aligned\n", b->olo); exit(1); }
     size_t n = b->ohi - b->olo, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, c0 = b->olo / SUMSQ_CHUNK;
     if (nch == 0) return;
-    sumsq_kernel<<<(unsigned)nch, 256, 0, b->st>>>(b->sumsq_partial, b->grad + b->olo, n);
-    CUDA_LAUNCH_CHECK();
+    sumsq_chunks_cuda(b->st, b->sumsq_partial, b->grad + b->olo, n);
     CUDA_CHECK(cudaMemcpyAsync(part + c0, b->sumsq_partial, nch * 8, cudaMemcpyDeviceToHost, b->st));
     CUDA_CHECK(cudaStreamSynchronize(b->st));
 }
@@ -900,8 +599,7 @@ void cuda_grad_scale(CudaModel *cm, float s) {
     CudaModelBase *b = cm->impl;
     size_t n = b->ohi - b->olo;
     if (n == 0) return;
-    scale_kernel<<<nblk(n), 256, 0, b->st>>>(b->grad + b->olo, s, n);
-    CUDA_LAUNCH_CHECK();
+    scale_cuda(b->st, b->grad + b->olo, s, n);
 }
 
 void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, float wd, int decay_embedding, int step) {
@@ -917,15 +615,9 @@ void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, fl
         float wdi = (p->kind == PARAM_EMBEDDING && !decay_embedding) ? 0.0f : wd;
         float decay = 1.0f - lr * wdi;
         float *pm = b->master + (a - b->mlo), *mm = b->m + (a - b->olo), *vm = b->v + (a - b->olo);
-        if (b->is_bf16) {
-            bf16 *wc = (bf16 *)b->compute_weights() + a;
-            adamw_kernel<bf16><<<nblk(e - a), 256, 0, b->st>>>(pm, mm, vm, b->grad + a, wc, e - a, beta1, beta2, eps,
-                                                               decay, step_size, bc2_sqrt);
-        } else {
-            adamw_kernel<float><<<nblk(e - a), 256, 0, b->st>>>(pm, mm, vm, b->grad + a, nullptr, e - a, beta1, beta2,
-                                                                eps, decay, step_size, bc2_sqrt);
-        }
-        CUDA_LAUNCH_CHECK();
+        void *wc = b->is_bf16 ? (void *)((bf16 *)b->compute_weights() + a) : nullptr;
+        adamw_cuda(b->st, pm, mm, vm, b->grad + a, wc, b->is_bf16 ? DT_BF16 : DT_F32, e - a, beta1, beta2, eps, decay,
+                   step_size, bc2_sqrt);
         // bf16 with the master sharded: this device's part of each norm weight into normf
         // (the all-gather sends it to the other ranks).
         if (p->kind == PARAM_NORM && b->normf) {

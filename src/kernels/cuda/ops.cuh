@@ -1,0 +1,114 @@
+// ops.cuh: the CUDA ops, one family per file under the CPU kernels' names (embedding.cu,
+// norm.cu, rope.cu, attention.cu, swiglu.cu, matmul.cu, lmhead.cu, optim.cu, convert.cu):
+// host functions that launch the kernels on a stream, the buffers' types passed as DType
+// (kernels/ops.h) and dispatched here to the float / bf16 instantiations. model.cu's block
+// graph and ops_cuda.cu's Ops table both call these, so each launch is written once.
+#pragma once
+#include <cublasLt.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sizes.h"
+extern "C" {
+#include "kernels/ops.h"
+}
+
+#define NORM_PARTS CUDA_NORM_PARTS   // row chunks of a norm weight gradient (sizes.h)
+#define SUMSQ_CHUNK 65536            // as kernels/cpu/optim.c
+
+// cublasLt has no status-string function of its own (cublasGetStatusString is libcublas's).
+static inline const char *lt_status(cublasStatus_t st) {
+    static char buf[32];
+    snprintf(buf, sizeof buf, "status %d", (int)st);
+    return buf;
+}
+#define LT_CHECK(x) OLMO_LIB_CHECK("cuBLASLt", cublasStatus_t, CUBLAS_STATUS_SUCCESS, lt_status, x)
+
+static inline unsigned nblk(size_t n, int t = 256) { return (unsigned)((n + t - 1) / t); }
+
+// Run `body` with TT the C++ type of DType dt (float or bf16).
+#define DT_DISPATCH(dt, TT, ...)                           \
+    do {                                                   \
+        if ((dt) == DT_BF16) { typedef bf16 TT; __VA_ARGS__; } \
+        else { typedef float TT; __VA_ARGS__; }            \
+    } while (0)
+
+// ---- convert.cu ----------------------------------------------------------------------------
+void cast_cuda(cudaStream_t st, void *dst, DType t, const float *src, size_t n);
+void copy_cols_cuda(cudaStream_t st, void *dst, const void *src, DType t, int N, int width, int dstride, int dcol,
+                    int sstride, int scol);
+// dst (n, C) = rows idx[0..n) (device) of src.
+void gather_rows_cuda(cudaStream_t st, void *dst, const void *src, DType t, const int32_t *idx, int n, int C);
+
+// ---- embedding.cu --------------------------------------------------------------------------
+void embedding_forward_cuda(cudaStream_t st, float *out, const int32_t *tokens, const void *E, DType et, int N, int C);
+// The positions of tokens (N) grouped by token for the backward, into host (3M + 1 ints,
+// M >= N: rows (M) | off (M + 1) | pos (M)): rows in ascending token order, each token's
+// positions ascending. Returns U, the number of distinct tokens.
+int embedding_group_tokens(const int32_t *tokens, int N, int M, int32_t *host);
+// dE (V, C) += per distinct token the sum of its rows of dout (N, C) in position order;
+// groups: the device copy of embedding_group_tokens' output for the same M.
+void embedding_backward_cuda(cudaStream_t st, float *dE, const float *dout, const int32_t *groups, int M, int U, int C);
+
+// ---- norm.cu -------------------------------------------------------------------------------
+// kernels/ops.h's rmsnorm_forward; copy: bf16 or NULL.
+void rmsnorm_forward_cuda(cudaStream_t st, void *out, DType out_t, bf16 *copy, float *rstd, const void *inp,
+                          DType in_t, const float *w, const float *resid, int N, int C, int in_stride, int out_stride,
+                          float eps);
+// kernels/ops.h's rmsnorm_backward; part: NORM_PARTS * C doubles of scratch.
+void rmsnorm_backward_cuda(cudaStream_t st, void *dinp, DType din_t, float *dw, int acc_dw, const void *dout,
+                           DType dout_t, const void *inp, DType in_t, const float *w, const float *rstd, int N, int C,
+                           int dout_stride, int in_stride, int din_stride, double *part);
+
+// ---- rope.cu -------------------------------------------------------------------------------
+// x (B, T, H, D) rotated in place by cos/sin (T, D/2); sign -1: the backward.
+void rope_cuda(cudaStream_t st, void *x, DType t, const float *cos_t, const float *sin_t, int B, int T, int H, int D,
+               float sign);
+
+// ---- swiglu.cu -----------------------------------------------------------------------------
+void swiglu_forward_cuda(cudaStream_t st, void *out, const void *gu, DType t, int N, int H);
+void swiglu_backward_cuda(cudaStream_t st, void *dgu, const void *dout, const void *gu, DType t, int N, int H);
+
+// ---- attention.cu (templates on T = float, bf16; see common.cuh) -----------------------------
+void attention_forward_cuda_dt(cudaStream_t st, void *out, float *lse, const void *q, const void *k, const void *v,
+                               DType t, int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
+// Di: (B, NH, T) floats of scratch.
+void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+                                const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
+                                int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
+
+// ---- matmul.cu: cuBLASLt, fp32 accumulation (CUBLAS_COMPUTE_32F, no TF32) ---------------------
+struct CudaGemm {
+    cublasLtHandle_t lt;
+    void *workspace;   // CUDA_WORKSPACE_BYTES
+    cudaStream_t st;
+};
+// Column-major C (m x n, ldc) = op(A) op(B) (+ beta C); A, B of in_t, C of out_t.
+void gemm_cuda(const CudaGemm *g, bool ta, bool tb, int m, int n, int k, const void *A, int lda, const void *B,
+               int ldb, void *C, int ldc, float beta, DType in_t, DType out_t);
+// Row-major nn.Linear: out (N, OC) = inp (N, C) @ W^T, all of type t.
+void matmul_forward_cuda(const CudaGemm *g, void *out, const void *inp, const void *W, DType t, int N, int C, int OC);
+// dinp (N, C) of dinp_t (+)= dout @ W; dW (OC, C) fp32 (+)= dout^T @ inp. NULL skips one.
+void matmul_backward_cuda(const CudaGemm *g, void *dinp, DType dinp_t, float *dW, const void *dout, const void *inp,
+                          const void *W, DType t, int N, int C, int OC, int acc_dinp, int acc_dW);
+
+// ---- lmhead.cu -----------------------------------------------------------------------------
+// One block per row of a logits chunk (nrows, V) fp32: row_ce, row_z (double), tok_ce
+// (float, may be NULL); with want_grad dlogits (nrows, V) of type t = inv_count * (softmax
+// * (1 + 2 z lse) - onehot), zeros on masked rows.
+void lmhead_rows_cuda(cudaStream_t st, void *dlogits, DType t, const float *logits, const int32_t *targets, int nrows,
+                      int V, float z_coef, float inv_count, int want_grad, double *row_ce, double *row_z,
+                      float *tok_ce);
+
+// ---- optim.cu ------------------------------------------------------------------------------
+void scale_cuda(cudaStream_t st, float *x, float s, size_t n);
+void add_cuda(cudaStream_t st, float *acc, const float *x, size_t n);
+// partial[c] = sum of squares (double) of chunk c of SUMSQ_CHUNK floats, c < ceil(n / chunk).
+void sumsq_chunks_cuda(cudaStream_t st, double *partial, const float *x, size_t n);
+// adamw_update element for element (decay = 1 - lr wd, step_size = lr / bc1); wcopy: the
+// updated p in type wt, or NULL.
+void adamw_cuda(cudaStream_t st, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
+                float beta1, float beta2, float eps, float decay, float step_size, float bc2_sqrt);
+void poison_cuda(cudaStream_t st, float *x);   // x[0] = NaN (fault injection)
+
+// The DType of a C++ element type (float or bf16).
+template <typename X> constexpr DType dtype_of() { return sizeof(X) == 2 ? DT_BF16 : DT_F32; }

@@ -1,0 +1,129 @@
+// ops.h: the op-level backend interface. A backend (the CPU: kernels/cpu/ops_cpu.c; CUDA:
+// kernels/cuda/ops_cuda.cu) is an Ops table of memory functions and the ops of the OLMo 3
+// block, head and optimizer, each forward with its backward, over buffers the backend
+// allocated. tests/test_backend_ops.c runs every op of every built backend against the CPU
+// fp32 op (the model of ggml's test-backend-ops in llama.cpp).
+//
+// Types. Every buffer argument is a device pointer of the backend (host pointers only where
+// the name says `_host`). Float buffers are fp32 unless a DType argument says otherwise:
+// the activations of a bf16 backend are bf16, the residual stream, norm weights, row
+// statistics and gradients stay fp32. The CPU backend takes only DT_F32 (its bf16 mode
+// rounds the matmul operands inside the matmul: OpsBackend.prec). A backend refuses a type
+// combination it does not implement with an error naming the op (exit 1).
+//
+// Determinism: each op's result is a function of its inputs only (no float atomics, fixed
+// reduction orders), so a backend is bitwise reproducible; two backends agree to the
+// tolerances test_backend_ops states, not bitwise.
+#ifndef OLMO_OPS_H
+#define OLMO_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+typedef enum { DT_F32 = 0, DT_BF16 = 1 } DType;
+static inline size_t dtype_size(DType t) { return t == DT_BF16 ? 2 : 4; }
+const char *dtype_name(DType t);
+
+typedef struct OpsBackend OpsBackend;
+
+typedef struct {
+    // ---- memory ------------------------------------------------------------------------
+    void *(*alloc)(OpsBackend *be, size_t bytes);   // NULL when out of memory
+    void (*free)(OpsBackend *be, void *p);
+    void (*upload)(OpsBackend *be, void *dst, const void *src_host, size_t bytes);
+    void (*download)(OpsBackend *be, void *dst_host, const void *src, size_t bytes);
+    void (*zero)(OpsBackend *be, void *p, size_t bytes);
+    void (*sync)(OpsBackend *be);   // wait for the queued work (a no-op on the CPU)
+    void (*destroy)(OpsBackend *be);   // release the backend's own state and be itself
+
+    // ---- layout ------------------------------------------------------------------------
+    // dst (n) of type t = src (fp32), rounded to nearest even for bf16.
+    void (*cast)(OpsBackend *be, void *dst, DType t, const float *src, size_t n);
+    // dst[n, dcol + i] = src[n, scol + i] for i < width, n < N (row strides in elements).
+    void (*copy_cols)(OpsBackend *be, void *dst, const void *src, DType t, int N, int width, int dstride, int dcol,
+                      int sstride, int scol);
+
+    // dst (n, C) = rows idx_host[0..n) of src (rows of C), type t (evaluation gathers the
+    // positions that have a target before the LM head).
+    void (*gather_rows)(OpsBackend *be, void *dst, const void *src, DType t, const int32_t *idx_host, int n, int C);
+
+    // ---- the ops of the block and the head ---------------------------------------------
+    // out (N, C) fp32 = E[tokens]; E (V, C) of type et; tokens (N) on the device.
+    void (*embedding_forward)(OpsBackend *be, float *out, const int32_t *tokens, const void *E, DType et, int N,
+                              int C);
+    // dE (V, C) += the rows of dout (N, C) summed per token; tokens_host (N) on the host (the
+    // CUDA op groups positions by token there). From dE = 0 both backends give each row
+    // the sum of its positions in position order.
+    void (*embedding_backward)(OpsBackend *be, float *dE, const float *dout, const int32_t *tokens_host, int N, int C);
+    // out (N, OC) = inp (N, C) @ W^T (OC, C), all of type t.
+    void (*matmul_forward)(OpsBackend *be, void *out, const void *inp, const void *W, DType t, int N, int C, int OC);
+    // dinp (N, C) of type dinp_t = dout @ W (or += with acc_dinp); dW (OC, C) fp32 = dout^T
+    // @ inp (or += with acc_dW). NULL skips either.
+    void (*matmul_backward)(OpsBackend *be, void *dinp, DType dinp_t, float *dW, const void *dout, const void *inp,
+                            const void *W, DType t, int N, int C, int OC, int acc_dinp, int acc_dW);
+    // RMSNorm of rows of length C (row strides in_stride, out_stride): rstd (N) fp32;
+    // out = resid + w * x * rstd (resid (N, out_stride) fp32 or NULL; with resid, out_t is
+    // fp32); copy (bf16, NULL = none): a second, bf16 copy of out (the GEMM operand of a
+    // fp32 row). QK-norm normalizes the whole q (or k) projection: C = NH * D.
+    void (*rmsnorm_forward)(OpsBackend *be, void *out, DType out_t, void *copy, float *rstd, const void *inp,
+                            DType in_t, const float *w, const float *resid, int N, int C, int in_stride,
+                            int out_stride, float eps);
+    // dinp (N, C) overwritten; dw (C) = (or += with acc_dw) sum over rows of dout * xhat.
+    void (*rmsnorm_backward)(OpsBackend *be, void *dinp, DType din_t, float *dw, int acc_dw, const void *dout,
+                             DType dout_t, const void *inp, DType in_t, const float *w, const float *rstd, int N,
+                             int C, int dout_stride, int in_stride, int din_stride);
+    // RoPE rotate-half in place, x (B, T, H, D) of type t, tables cos, sin (T, D/2) fp32 on
+    // the device (rope_tables: plain or YaRN); backward = the inverse rotation.
+    void (*rope_forward)(OpsBackend *be, void *x, DType t, const float *cos_t, const float *sin_t, int B, int T, int H,
+                         int D);
+    void (*rope_backward)(OpsBackend *be, void *dx, DType t, const float *cos_t, const float *sin_t, int B, int T,
+                          int H, int D);
+    // attention_forward/backward of kernels.h on the backend: q (B, T, NH, D), k, v (B, T,
+    // NKV, D), out (B, T, NH, D) of type t, lse (B, NH, T) fp32, doc_start (B, T) or NULL.
+    void (*attention_forward)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
+                              DType t, int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
+    void (*attention_backward)(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                               const void *k, const void *v, const void *out, const float *lse, DType t, int B, int T,
+                               int NH, int NKV, int D, int window, const int32_t *doc_start);
+    // out (N, H) = silu(gate) * up, gu (N, 2H) = [gate | up]; backward dgu (N, 2H).
+    void (*swiglu_forward)(OpsBackend *be, void *out, const void *gu, DType t, int N, int H);
+    void (*swiglu_backward)(OpsBackend *be, void *dgu, const void *dout, const void *gu, DType t, int N, int H);
+    // Fused LM head + cross-entropy + z-loss over x (N, C) and W (V, C) of type t; targets
+    // (N) on the device, -100 = masked. Returns the sums of lmhead_loss_forward_backward; with
+    // dx != NULL also the backward of (ce + z_coef z) * inv_count: dx (N, C) of type t
+    // overwritten, dW (V, C) fp32 = (or += with acc_dW). logits_host (N, V) and tok_ce_host
+    // (N) optional host outputs.
+    LossSums (*lmhead_loss)(OpsBackend *be, void *dx, float *dW, int acc_dW, const void *x, const void *W, DType t,
+                            const int32_t *targets, int N, int C, int V, float z_coef, float inv_count,
+                            float *logits_host, float *tok_ce_host);
+
+    // ---- the optimizer, over flat fp32 ranges ------------------------------------------
+    // sum of squares per 65536-float chunk in double (chunk c into part_host[c]), and their
+    // sum in chunk order: sumsq()'s number on every backend.
+    double (*sumsq)(OpsBackend *be, const float *x, size_t n, double *part_host);
+    void (*scale)(OpsBackend *be, float *x, float s, size_t n);
+    void (*add)(OpsBackend *be, float *acc, const float *x, size_t n);   // acc += x
+    // adamw_update; wcopy (NULL = none): the updated p rounded to type wt.
+    void (*adamw)(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
+                  float lr, float beta1, float beta2, float eps, float wd, int step);
+} Ops;
+
+struct OpsBackend {
+    const Ops *ops;
+    const char *name;        // "cpu", "cuda"
+    DType act;               // the activation type of the backend's model
+    MatmulPrecision prec;    // CPU: the matmul rounding (bf16 operands in MATMUL_BF16)
+    void *impl;              // the backend's own state
+};
+
+// The backends of this binary. ops_cpu_create never fails; ops_cuda_create returns NULL
+// with a reason in err when the binary has no CUDA backend or there is no device.
+OpsBackend *ops_cpu_create(MatmulPrecision prec);
+// A CPU backend whose matmuls follow the process-wide precision (matmul_set_precision).
+OpsBackend *ops_cpu_create_global(void);
+OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen);
+void ops_destroy(OpsBackend *be);
+
+#endif

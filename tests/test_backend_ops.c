@@ -1,0 +1,417 @@
+// test_backend_ops.c: every op of kernels/ops.h, forward and backward, on every backend this
+// binary has, against the CPU fp32 kernel (kernels.h) on the same inputs -- ggml's
+// test-backend-ops for olmo.c. Backends: cpu (fp32), cpu-bf16 (the bf16 matmul engine of
+// this CPU: AMX, AVX512_BF16 or emulated), and in CUDA builds (real, or emulated by
+// tests/cuemu in CI) cuda-fp32 and cuda-bf16 (bf16 activations).
+// Shapes hold the edge cases: T = 33 and 150 (not a multiple of any tile), window 1 (a
+// query sees only itself), a window shorter than a tile, GQA 2:1 and 4:1, document
+// boundaries crossing tiles, YaRN tables, masked targets, strided QK-norm rows, an
+// accumulating backward, an LM head longer than the CPU's 128-token chunk.
+// Inputs of a bf16 backend are rounded to bf16 before the reference sees them, so what is
+// measured is the backend's arithmetic, not the input rounding.
+// Error: max |backend - reference| / max |reference| per output. Tolerances:
+//   cpu        0 (bitwise: the table calls the reference kernels);
+//   cpu-bf16   1e-5 (operands already bf16 values: only the summation order differs);
+//   cuda-fp32  1e-5 (summation order);
+//   cuda-bf16  1e-2 (outputs rounded to bf16, 2^-9 relative each, through a few ops).
+// The LM head's backward multiplies by dlogits it forms itself; a bf16 matmul rounds them,
+// so on cpu-bf16 its dx and dW are held to the bf16 tolerance, 1e-2.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/cpu/bf16.h"
+#include "kernels/ops.h"
+#include "model/docmask.h"
+
+typedef struct {
+    OpsBackend *be;
+    const char *label;
+    double tol;
+    double tol_inner;   // outputs of an op that rounds its own intermediates to bf16 (the LM head's dlogits)
+} Case;
+
+static Case g_case;
+static double g_worst, g_worst_inner;   // under tol, under tol_inner
+static int g_inner;                     // 1 while outputs are held to tol_inner
+
+// ---- host <-> backend buffers in the backend's type ---------------------------------------
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {   // uniform in [-1, 1)
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+
+static float *rand_vec(size_t n, float scale) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) x[i] = scale * frand();
+    return x;
+}
+
+// The values the backend will hold for x in type t (bf16: rounded), in place.
+static void round_to(float *x, size_t n, DType t) {
+    if (t == DT_BF16)
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(bf16_round(x[i]));
+}
+
+static void *to_dev(const float *x, size_t n, DType t) {
+    OpsBackend *be = g_case.be;
+    void *d = be->ops->alloc(be, n * dtype_size(t));
+    if (t == DT_BF16) {
+        uint16_t *h = malloc(2 * (n ? n : 1));
+        for (size_t i = 0; i < n; i++) h[i] = bf16_round(x[i]);
+        be->ops->upload(be, d, h, 2 * n);
+        free(h);
+    } else {
+        be->ops->upload(be, d, x, 4 * n);
+    }
+    return d;
+}
+
+static void *to_dev_i32(const int32_t *x, size_t n) {
+    OpsBackend *be = g_case.be;
+    void *d = be->ops->alloc(be, 4 * n);
+    be->ops->upload(be, d, x, 4 * n);
+    return d;
+}
+
+static float *from_dev(const void *d, size_t n, DType t) {
+    OpsBackend *be = g_case.be;
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    be->ops->sync(be);
+    if (t == DT_BF16) {
+        uint16_t *h = malloc(2 * (n ? n : 1));
+        be->ops->download(be, h, d, 2 * n);
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(h[i]);
+        free(h);
+    } else {
+        be->ops->download(be, x, d, 4 * n);
+    }
+    return x;
+}
+
+static void dfree(void *d) { g_case.be->ops->free(g_case.be, d); }
+
+// Compare the backend's output d (n of type t) with ref; frees nothing.
+static void expect(const char *op, const char *what, const void *d, DType t, const float *ref, size_t n) {
+    float *x = from_dev(d, n, t);
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)ref[i]));
+        double e = fabs((double)x[i] - ref[i]);
+        if (!(e <= err)) err = isnan(e) ? INFINITY : e;
+    }
+    double rel = mx > 0 ? err / mx : err;
+    double *worst = g_inner ? &g_worst_inner : &g_worst;
+    if (rel > *worst) *worst = rel;
+    CHECK(rel <= g_case.tol, "%s: %s %s: max rel err %.3g > %.1g", g_case.label, op, what, rel, g_case.tol);
+    free(x);
+}
+
+static float *copy_vec(const float *x, size_t n) {
+    float *y = malloc(sizeof(float) * (n ? n : 1));
+    memcpy(y, x, sizeof(float) * n);
+    return y;
+}
+
+#define OPS (g_case.be->ops)
+#define BE (g_case.be)
+#define ACT (g_case.be->act)
+
+// ---- the ops ------------------------------------------------------------------------------
+static void test_matmul(int N, int C, int OC) {
+    const DType t = ACT;
+    float *x = rand_vec((size_t)N * C, 1), *w = rand_vec((size_t)OC * C, 0.2f), *dy = rand_vec((size_t)N * OC, 1);
+    round_to(x, (size_t)N * C, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
+    round_to(w, (size_t)OC * C, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
+    round_to(dy, (size_t)N * OC, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
+    float *y = malloc(sizeof(float) * N * OC), *dx = malloc(sizeof(float) * N * C), *dw0 = rand_vec((size_t)OC * C, 1);
+    float *dw = copy_vec(dw0, (size_t)OC * C);
+    matmul_forward(y, x, w, N, C, OC);
+    matmul_backward(dx, dw, dy, x, w, N, C, OC, 0, 1);   // dW accumulates onto dw0
+    void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(w, (size_t)OC * C, t), *DY = to_dev(dy, (size_t)N * OC, t);
+    void *Y = OPS->alloc(BE, (size_t)N * OC * dtype_size(t)), *DX = OPS->alloc(BE, (size_t)N * C * 4);
+    float *DW = to_dev(dw0, (size_t)OC * C, DT_F32);
+    OPS->matmul_forward(BE, Y, X, Wd, t, N, C, OC);
+    OPS->matmul_backward(BE, DX, DT_F32, DW, DY, X, Wd, t, N, C, OC, 0, 1);
+    expect("matmul_forward", "out", Y, t, y, (size_t)N * OC);
+    expect("matmul_backward", "dinp", DX, DT_F32, dx, (size_t)N * C);
+    expect("matmul_backward", "dW (accumulated)", DW, DT_F32, dw, (size_t)OC * C);
+    dfree(X), dfree(Wd), dfree(DY), dfree(Y), dfree(DX), dfree(DW);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw0), free(dw);
+}
+
+// QK-norm's shape: rows of C inside wider rows (in_stride), optionally + a residual.
+static void test_rmsnorm(int N, int C, int in_stride, int with_resid) {
+    const DType t = ACT, out_t = with_resid ? DT_F32 : t;
+    const float eps = 1e-6f;
+    float *x = rand_vec((size_t)N * in_stride, 2), *w = rand_vec(C, 1), *res = rand_vec((size_t)N * C, 1);
+    float *dy = rand_vec((size_t)N * C, 1), *dw0 = rand_vec(C, 1);
+    round_to(x, (size_t)N * in_stride, t);
+    round_to(dy, (size_t)N * C, out_t);
+    float *y = malloc(sizeof(float) * N * C), *rstd = malloc(sizeof(float) * N);
+    float *dx = calloc((size_t)N * in_stride, sizeof(float)), *dw = malloc(sizeof(float) * C);
+    rmsnorm_forward(y, rstd, x, w, N, C, in_stride, C, eps);
+    if (with_resid)
+        for (size_t i = 0; i < (size_t)N * C; i++) y[i] += res[i];
+    rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, C, in_stride, in_stride);
+    for (int c = 0; c < C; c++) dw[c] += dw0[c];
+    void *X = to_dev(x, (size_t)N * in_stride, t), *Wd = to_dev(w, C, DT_F32), *R = to_dev(res, (size_t)N * C, DT_F32);
+    void *Y = OPS->alloc(BE, (size_t)N * C * dtype_size(out_t)), *RS = OPS->alloc(BE, 4 * (size_t)N);
+    void *DY = to_dev(dy, (size_t)N * C, out_t), *DW = to_dev(dw0, C, DT_F32);
+    float *zeros = calloc((size_t)N * in_stride, sizeof(float));
+    void *DX = to_dev(zeros, (size_t)N * in_stride, t);
+    OPS->rmsnorm_forward(BE, Y, out_t, NULL, RS, X, t, Wd, with_resid ? R : NULL, N, C, in_stride, C, eps);
+    OPS->rmsnorm_backward(BE, DX, t, DW, 1, DY, out_t, X, t, Wd, RS, N, C, C, in_stride, in_stride);
+    expect("rmsnorm_forward", with_resid ? "out (+ residual)" : "out", Y, out_t, y, (size_t)N * C);
+    expect("rmsnorm_forward", "rstd", RS, DT_F32, rstd, N);
+    expect("rmsnorm_backward", "dinp", DX, t, dx, (size_t)N * in_stride);
+    expect("rmsnorm_backward", "dw (accumulated)", DW, DT_F32, dw, C);
+    dfree(X), dfree(Wd), dfree(R), dfree(Y), dfree(RS), dfree(DY), dfree(DW), dfree(DX);
+    free(x), free(w), free(res), free(dy), free(dw0), free(y), free(rstd), free(dx), free(dw), free(zeros);
+}
+
+static void test_rope(int B, int T, int H, int D, int yarn) {
+    const DType t = ACT;
+    RopeScaling s = {ROPE_SCALING_YARN, 8.0, 32.0, 1.0, 16};
+    float *cs = malloc(sizeof(float) * T * D / 2), *sn = malloc(sizeof(float) * T * D / 2);
+    rope_tables(cs, sn, T, D, 500000.0, yarn ? &s : NULL);
+    size_t n = (size_t)B * T * H * D;
+    float *x = rand_vec(n, 1), *dx = rand_vec(n, 1);
+    round_to(x, n, t), round_to(dx, n, t);
+    void *X = to_dev(x, n, t), *DX = to_dev(dx, n, t), *CS = to_dev(cs, (size_t)T * D / 2, DT_F32);
+    void *SN = to_dev(sn, (size_t)T * D / 2, DT_F32);
+    rope_forward(x, cs, sn, B, T, H, D);
+    rope_backward(dx, cs, sn, B, T, H, D);
+    OPS->rope_forward(BE, X, t, CS, SN, B, T, H, D);
+    OPS->rope_backward(BE, DX, t, CS, SN, B, T, H, D);
+    expect(yarn ? "rope_forward (YaRN)" : "rope_forward", "x", X, t, x, n);
+    expect(yarn ? "rope_backward (YaRN)" : "rope_backward", "dx", DX, t, dx, n);
+    dfree(X), dfree(DX), dfree(CS), dfree(SN);
+    free(cs), free(sn), free(x), free(dx);
+}
+
+static void test_attention(int B, int T, int NH, int NKV, int D, int window, int docs) {
+    const DType t = ACT;
+    size_t nq = (size_t)B * T * NH * D, nk = (size_t)B * T * NKV * D;
+    float *q = rand_vec(nq, 1), *k = rand_vec(nk, 1), *v = rand_vec(nk, 1), *dout = rand_vec(nq, 1);
+    round_to(q, nq, t), round_to(k, nk, t), round_to(v, nk, t), round_to(dout, nq, t);
+    int32_t *doc = NULL;
+    if (docs) {   // documents of 7, 40, 1, ... tokens: boundaries inside and across the 32-row tiles
+        int32_t *tok = malloc(sizeof(int32_t) * B * T);
+        for (int i = 0; i < B * T; i++) tok[i] = (i % T == 6 || i % T == 46 || i % T == 47 || i % T == 90) ? 7 : 1;
+        doc = malloc(sizeof(int32_t) * B * T);
+        doc_starts_from_tokens(tok, B, T, 7, doc);
+        free(tok);
+    }
+    float *out = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * B * NH * T);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, doc);
+    float *out_r = copy_vec(out, nq);
+    round_to(out_r, nq, t);   // the backward reads the backend's stored out
+    attention_backward(dq, dk, dv, dout, q, k, v, out_r, lse, B, T, NH, NKV, D, window, doc);
+    void *Q = to_dev(q, nq, t), *K = to_dev(k, nk, t), *V = to_dev(v, nk, t), *DO = to_dev(dout, nq, t);
+    void *DOC = doc ? to_dev_i32(doc, (size_t)B * T) : NULL;
+    void *O = OPS->alloc(BE, nq * dtype_size(t)), *L = OPS->alloc(BE, 4 * (size_t)B * NH * T);
+    void *DQ = OPS->alloc(BE, nq * dtype_size(t)), *DK = OPS->alloc(BE, nk * dtype_size(t));
+    void *DV = OPS->alloc(BE, nk * dtype_size(t));
+    OPS->attention_forward(BE, O, L, Q, K, V, t, B, T, NH, NKV, D, window, DOC);
+    OPS->attention_backward(BE, DQ, DK, DV, DO, Q, K, V, O, L, t, B, T, NH, NKV, D, window, DOC);
+    char what[96];
+    snprintf(what, sizeof what, "attention (B=%d T=%d NH=%d NKV=%d D=%d window=%d%s)", B, T, NH, NKV, D, window,
+             docs ? " docs" : "");
+    expect(what, "out", O, t, out, nq);
+    expect(what, "lse", L, DT_F32, lse, (size_t)B * NH * T);
+    expect(what, "dq", DQ, t, dq, nq);
+    expect(what, "dk", DK, t, dk, nk);
+    expect(what, "dv", DV, t, dv, nk);
+    dfree(Q), dfree(K), dfree(V), dfree(DO), dfree(O), dfree(L), dfree(DQ), dfree(DK), dfree(DV);
+    if (DOC) dfree(DOC);
+    free(q), free(k), free(v), free(dout), free(doc), free(out), free(out_r), free(lse), free(dq), free(dk), free(dv);
+}
+
+static void test_swiglu(int N, int H) {
+    const DType t = ACT;
+    float *gu = rand_vec((size_t)N * 2 * H, 3), *dy = rand_vec((size_t)N * H, 1);
+    round_to(gu, (size_t)N * 2 * H, t), round_to(dy, (size_t)N * H, t);
+    float *y = malloc(sizeof(float) * N * H), *dgu = malloc(sizeof(float) * N * 2 * H);
+    swiglu_forward(y, gu, N, H);
+    swiglu_backward(dgu, dy, gu, N, H);
+    void *GU = to_dev(gu, (size_t)N * 2 * H, t), *DY = to_dev(dy, (size_t)N * H, t);
+    void *Y = OPS->alloc(BE, (size_t)N * H * dtype_size(t)), *DGU = OPS->alloc(BE, (size_t)N * 2 * H * dtype_size(t));
+    OPS->swiglu_forward(BE, Y, GU, t, N, H);
+    OPS->swiglu_backward(BE, DGU, DY, GU, t, N, H);
+    expect("swiglu_forward", "out", Y, t, y, (size_t)N * H);
+    expect("swiglu_backward", "dgu", DGU, t, dgu, (size_t)N * 2 * H);
+    dfree(GU), dfree(DY), dfree(Y), dfree(DGU);
+    free(gu), free(dy), free(y), free(dgu);
+}
+
+static void test_embedding(int N, int C, int V) {
+    const DType t = ACT;
+    int32_t *tok = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) tok[i] = (i * 7 + i / 5) % V;   // repeated tokens, not in order
+    float *E = rand_vec((size_t)V * C, 1), *dy = rand_vec((size_t)N * C, 1);
+    round_to(E, (size_t)V * C, t);
+    float *y = malloc(sizeof(float) * N * C), *dE = calloc((size_t)V * C, sizeof(float));
+    embedding_forward(y, tok, E, N, C);
+    embedding_backward(dE, dy, tok, N, C);
+    void *TK = to_dev_i32(tok, N), *Ed = to_dev(E, (size_t)V * C, t), *DY = to_dev(dy, (size_t)N * C, DT_F32);
+    float *Y = OPS->alloc(BE, sizeof(float) * N * C), *DE = OPS->alloc(BE, sizeof(float) * V * C);
+    OPS->zero(BE, DE, sizeof(float) * V * C);
+    OPS->embedding_forward(BE, Y, TK, Ed, t, N, C);
+    OPS->embedding_backward(BE, DE, DY, tok, N, C);
+    expect("embedding_forward", "out", Y, DT_F32, y, (size_t)N * C);
+    expect("embedding_backward", "dE", DE, DT_F32, dE, (size_t)V * C);
+    dfree(TK), dfree(Ed), dfree(DY), dfree(Y), dfree(DE);
+    free(tok), free(E), free(dy), free(y), free(dE);
+}
+
+static void test_lmhead(int N, int C, int V) {
+    const DType t = ACT;
+    const int bf = t == DT_BF16 || BE->prec == MATMUL_BF16;
+    float *x = rand_vec((size_t)N * C, 1), *W = rand_vec((size_t)V * C, 0.3f), *dW0 = rand_vec((size_t)V * C, 1);
+    round_to(x, (size_t)N * C, bf ? DT_BF16 : DT_F32), round_to(W, (size_t)V * C, bf ? DT_BF16 : DT_F32);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) tg[i] = i % 5 == 3 ? -100 : (i * 13) % V;
+    const float z = 1e-4f, inv = 1.0f / N;
+    float *dx = malloc(sizeof(float) * N * C), *dW = malloc(sizeof(float) * V * C);
+    float *scr = malloc(sizeof(float) * 128 * V), *lg = malloc(sizeof(float) * N * V), *ce = malloc(sizeof(float) * N);
+    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce);
+    for (size_t i = 0; i < (size_t)V * C; i++) dW[i] += dW0[i];
+    void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(W, (size_t)V * C, t), *TG = to_dev_i32(tg, N);
+    void *DX = OPS->alloc(BE, (size_t)N * C * dtype_size(t));
+    float *DW = to_dev(dW0, (size_t)V * C, DT_F32);
+    float *lg_b = malloc(sizeof(float) * N * V), *ce_b = malloc(sizeof(float) * N);
+    LossSums got = OPS->lmhead_loss(BE, DX, DW, 1, X, Wd, t, TG, N, C, V, z, inv, lg_b, ce_b);
+    // the tolerance of a bf16 backend covers its logits (rounded inputs, fp32 out) and dx
+    double ce_rel = fabs(got.ce_sum - ref.ce_sum) / fabs(ref.ce_sum), z_rel = fabs(got.z_sum - ref.z_sum) / ref.z_sum;
+    CHECK(got.n_valid == ref.n_valid, "%s: lmhead_loss n_valid %ld != %ld", g_case.label, got.n_valid, ref.n_valid);
+    CHECK(ce_rel <= g_case.tol && z_rel <= g_case.tol, "%s: lmhead_loss ce_sum rel %.3g, z_sum rel %.3g > %.1g",
+          g_case.label, ce_rel, z_rel, g_case.tol);
+    if (ce_rel > g_worst) g_worst = ce_rel;
+    double mx = 0, e = 0, ec = 0;
+    for (size_t i = 0; i < (size_t)N * V; i++) mx = fmax(mx, fabs(lg[i])), e = fmax(e, fabs(lg[i] - lg_b[i]));
+    for (int i = 0; i < N; i++) ec = fmax(ec, fabs(ce[i] - ce_b[i]) / fabs(ref.ce_sum / ref.n_valid));
+    CHECK(e / mx <= g_case.tol && ec <= g_case.tol, "%s: lmhead_loss logits rel %.3g, tok_ce rel %.3g", g_case.label,
+          e / mx, ec);
+    const double tol = g_case.tol;
+    g_case.tol = g_case.tol_inner, g_inner = 1;
+    expect("lmhead_loss", "dx", DX, t, dx, (size_t)N * C);
+    expect("lmhead_loss", "dW (accumulated)", DW, DT_F32, dW, (size_t)V * C);
+    g_case.tol = tol, g_inner = 0;
+    dfree(X), dfree(Wd), dfree(TG), dfree(DX), dfree(DW);
+    free(x), free(W), free(dW0), free(tg), free(dx), free(dW), free(scr), free(lg), free(ce), free(lg_b), free(ce_b);
+}
+
+static void test_optimizer(size_t n) {
+    float *g = rand_vec(n, 1), *p = rand_vec(n, 1), *m = rand_vec(n, 0.1f), *v = rand_vec(n, 0.01f), *a = rand_vec(n, 1);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    size_t nch = (n + 65535) / 65536;
+    double ref = sumsq(g, n), *part = malloc(sizeof(double) * nch);
+    float *G = to_dev(g, n, DT_F32), *P = to_dev(p, n, DT_F32), *M = to_dev(m, n, DT_F32), *Vd = to_dev(v, n, DT_F32);
+    float *A = to_dev(a, n, DT_F32);
+    void *WC = OPS->alloc(BE, n * dtype_size(ACT));
+    double got = OPS->sumsq(BE, G, n, part);
+    double parts = 0;
+    for (size_t c = 0; c < nch; c++) parts += part[c];
+    CHECK(fabs(got - ref) <= 1e-12 * ref && parts == got, "%s: sumsq %.17g vs %.17g (parts %.17g)", g_case.label, got,
+          ref, parts);
+    add_inplace(a, g, n);
+    scale_inplace(g, 0.37f, n);
+    adamw_update(p, m, v, g, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    OPS->add(BE, A, G, n);
+    OPS->scale(BE, G, 0.37f, n);
+    OPS->adamw(BE, P, M, Vd, G, WC, ACT, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    // elementwise ops in the same float operations: bitwise on every backend
+    const double tol = g_case.tol;
+    g_case.tol = 0;
+    expect("add", "acc", A, DT_F32, a, n);
+    expect("scale", "x", G, DT_F32, g, n);
+    expect("adamw", "p", P, DT_F32, p, n);
+    expect("adamw", "m", M, DT_F32, m, n);
+    expect("adamw", "v", Vd, DT_F32, v, n);
+    round_to(p, n, ACT);
+    expect("adamw", "the weight copy", WC, ACT, p, n);
+    g_case.tol = tol;
+    dfree(G), dfree(P), dfree(M), dfree(Vd), dfree(A), dfree(WC);
+    free(g), free(p), free(m), free(v), free(a), free(part);
+}
+
+static void test_layout(int N) {
+    const DType t = ACT;
+    const int Q = 32, KV = 16, QKV = Q + 2 * KV;
+    float *qkv = rand_vec((size_t)N * QKV, 1), *src = rand_vec((size_t)N * 40, 1);
+    round_to(qkv, (size_t)N * QKV, t);
+    float *v = malloc(sizeof(float) * N * KV);
+    for (int n = 0; n < N; n++) memcpy(v + (size_t)n * KV, qkv + (size_t)n * QKV + Q + KV, sizeof(float) * KV);
+    void *QKVd = to_dev(qkv, (size_t)N * QKV, t), *Vd = OPS->alloc(BE, (size_t)N * KV * dtype_size(t));
+    OPS->copy_cols(BE, Vd, QKVd, t, N, KV, KV, 0, QKV, Q + KV);
+    float *S = to_dev(src, (size_t)N * 40, DT_F32);
+    void *CST = OPS->alloc(BE, (size_t)N * 40 * dtype_size(t));
+    OPS->cast(BE, CST, t, S, (size_t)N * 40);
+    const double tol = g_case.tol;
+    g_case.tol = 0;
+    expect("copy_cols", "dst", Vd, t, v, (size_t)N * KV);
+    round_to(src, (size_t)N * 40, t);
+    expect("cast", "dst", CST, t, src, (size_t)N * 40);
+    int32_t idx[5] = {3, 0, N - 1, 3, 17};
+    void *G = OPS->alloc(BE, 5 * (size_t)QKV * dtype_size(t));
+    OPS->gather_rows(BE, G, QKVd, t, idx, 5, QKV);
+    float *gref = malloc(sizeof(float) * 5 * QKV);
+    for (int i = 0; i < 5; i++) memcpy(gref + (size_t)i * QKV, qkv + (size_t)idx[i] * QKV, sizeof(float) * QKV);
+    expect("gather_rows", "dst", G, t, gref, 5 * (size_t)QKV);
+    free(gref);
+    dfree(G);
+    g_case.tol = tol;
+    dfree(QKVd), dfree(Vd), dfree(S), dfree(CST);
+    free(qkv), free(src), free(v);
+}
+
+static void run_case(OpsBackend *be, const char *label, double tol, double tol_inner) {
+    g_case = (Case){be, label, tol, tol_inner};
+    g_worst = g_worst_inner = 0;
+    int before = failures;
+    test_layout(37);
+    test_embedding(70, 24, 50);
+    test_matmul(33, 48, 80);
+    test_matmul(64, 40, 24);
+    test_rmsnorm(33, 32, 64, 0);   // q-norm of a (N, 64) projection: a strided slice
+    test_rmsnorm(33, 48, 48, 1);   // the block's norm + residual
+    test_rope(2, 33, 3, 16, 0);
+    test_rope(1, 33, 2, 32, 1);
+    test_attention(2, 33, 4, 2, 16, 33, 0);    // GQA 2:1, T not a tile multiple
+    test_attention(1, 33, 2, 2, 16, 1, 0);     // window 1
+    test_attention(1, 150, 4, 1, 32, 20, 1);   // GQA 4:1, window < tile, documents
+    test_swiglu(33, 40);
+    test_lmhead(150, 32, 96);
+    test_optimizer(2 * 65536 + 123);
+    printf("%-15s %s: worst relative error %.3g (tolerance %.0e); LM-head backward %.3g (tolerance %.0e)\n", label,
+           failures == before ? "ok" : "FAILED", g_worst, tol, g_worst_inner, tol_inner);
+}
+
+int main(void) {
+    OpsBackend *cpu = ops_cpu_create(MATMUL_FP32);
+    run_case(cpu, "cpu", 0.0, 0.0);
+    ops_destroy(cpu);
+    OpsBackend *cbf = ops_cpu_create(MATMUL_BF16);
+    char label[64];
+    snprintf(label, sizeof label, "cpu-bf16 (%s)", matmul_bf16_engine());
+    run_case(cbf, label, 1e-5, 1e-2);
+    ops_destroy(cbf);
+    char err[256];
+    OpsBackend *cuda = ops_cuda_create(DT_F32, err, sizeof err);
+    if (!cuda) {
+        printf("cuda: SKIP (%s)\n", err);
+    } else {
+        run_case(cuda, "cuda-fp32", 1e-5, 1e-5);
+        ops_destroy(cuda);
+        cuda = ops_cuda_create(DT_BF16, err, sizeof err);
+        run_case(cuda, "cuda-bf16", 1e-2, 1e-2);
+        ops_destroy(cuda);
+    }
+    printf("%s\n", failures ? "test_backend_ops: FAILED" : "test_backend_ops: all ops passed");
+    return failures != 0;
+}
