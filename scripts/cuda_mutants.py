@@ -3,8 +3,8 @@
 (docs/cuda.md "Emulation"). A benchmark, not a test: about a minute per mutant.
 
 Mutants, one at a time: every __syncthreads() and __syncwarp() removed (attention.cu and
-the block reductions of common.cuh that model.cu uses), and every mask and tile bound of
-the attention kernels and the row/element bounds of model.cu moved by one. Each mutant is
+the block reductions of common.cuh the other kernels use), and every mask and tile bound of
+the attention kernels and the row/element bounds of the other op files moved by one. Each mutant is
 built with `make CUDA_EMU=1` in a scratch copy of the tree, and build-emu/tests/test_cuda
 and build-emu/tests/test_cuda_attention (op level, seconds) run against it: the attention
 test in every thread order first, then test_cuda's case 1 in every order and case 3; a mutant is killed by the first failing
@@ -54,21 +54,21 @@ BOUNDS = [
     (K + 'attention.cu', 'c < c0 + WK / 2', 'c < c0 + WK / 2 - 1', 'last column of a lane half skipped (wmma)'),
     (K + 'attention.cu', 'c < c0 + WQ / 2', 'c < c0 + WQ / 2 - 1', 'last column of a lane half skipped (wmma dK dV)'),
     (K + 'attention.cu', 'idx >= (size_t)B * Tn * NH', 'idx > (size_t)B * Tn * NH', 'Di row bound off by one'),
-    (K + 'model.cu', 'if (i < n) dst[i]', 'if (i <= n) dst[i]', 'cast bound off by one'),
-    (K + 'model.cu', 'if (idx >= (size_t)N * C) return;', 'if (idx > (size_t)N * C) return;', 'embedding bound off by one'),
-    (K + 'model.cu', 'for (int i = off[u]; i < off[u + 1]; i++) acc', 'for (int i = off[u] + 1; i < off[u + 1]; i++) acc', 'first position of a token skipped (embedding gradient)'),
-    (K + 'model.cu', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS)', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS) - 1', 'norm chunk end off by one'),
-    (K + 'model.cu', 'for (int p = 0; p < NORM_PARTS; p++)', 'for (int p = 1; p < NORM_PARTS; p++)', 'first norm chunk dropped'),
-    (K + 'model.cu', 'if (idx >= (size_t)BT * H * half) return;', 'if (idx > (size_t)BT * H * half) return;', 'rope bound off by one'),
-    (K + 'model.cu', 'v[j + half]', 'v[j + half - 1]', 'rope pairs the wrong element'),
-    (K + 'model.cu', 'if (idx >= (size_t)N * H) return;', 'if (idx > (size_t)N * H) return;', 'swiglu bound off by one'),
-    (K + 'model.cu', 'for (int v = threadIdx.x; v < V; v += blockDim.x) mx', 'for (int v = threadIdx.x + 1; v < V; v += blockDim.x) mx', 'row max misses a column'),
-    (K + 'model.cu', 'if (v == t) d -= inv_count;', 'if (v == t + 1) d -= inv_count;', 'one-hot at the wrong class'),
-    (K + 'model.cu', 'hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n', 'hi = lo + SUMSQ_CHUNK - 1 < n ? lo + SUMSQ_CHUNK - 1 : n', 'sum-of-squares chunk end off by one'),
-    (K + 'model.cu', 'if (i >= n) return;\n    float gi', 'if (i > n) return;\n    float gi', 'AdamW bound off by one'),
-    (K + 'model.cu', '__fmul_rn(gi, __fsub_rn(1.0f, beta1))', '__fmul_rn(gi, __fsub_rn(1.0f, beta2))', 'AdamW first moment with beta2'),
-    (K + 'model.cu', '__fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps)', '__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt)', 'AdamW without eps'),
-    (K + 'model.cu', 'n0 += lm_chunk', 'n0 += lm_chunk + 1', 'LM-head chunk stride off by one'),
+    (K + 'convert.cu', 'if (i < n) dst[i]', 'if (i <= n) dst[i]', 'cast bound off by one'),
+    (K + 'embedding.cu', 'if (idx >= (size_t)N * C) return;', 'if (idx > (size_t)N * C) return;', 'embedding bound off by one'),
+    (K + 'embedding.cu', 'for (int i = off[u]; i < off[u + 1]; i++) acc', 'for (int i = off[u] + 1; i < off[u + 1]; i++) acc', 'first position of a token skipped (embedding gradient)'),
+    (K + 'norm.cu', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS)', 'n1 = (int)((long)N * (p + 1) / NORM_PARTS) - 1', 'norm chunk end off by one'),
+    (K + 'norm.cu', 'for (int p = 0; p < NORM_PARTS; p++)', 'for (int p = 1; p < NORM_PARTS; p++)', 'first norm chunk dropped'),
+    (K + 'rope.cu', 'if (idx >= (size_t)BT * H * half) return;', 'if (idx > (size_t)BT * H * half) return;', 'rope bound off by one'),
+    (K + 'rope.cu', 'v[j + half]', 'v[j + half - 1]', 'rope pairs the wrong element'),
+    (K + 'swiglu.cu', 'if (idx >= (size_t)N * H) return;', 'if (idx > (size_t)N * H) return;', 'swiglu bound off by one'),
+    (K + 'lmhead.cu', 'for (int v = threadIdx.x; v < V; v += blockDim.x) mx', 'for (int v = threadIdx.x + 1; v < V; v += blockDim.x) mx', 'row max misses a column'),
+    (K + 'lmhead.cu', 'if (v == t) d -= inv_count;', 'if (v == t + 1) d -= inv_count;', 'one-hot at the wrong class'),
+    (K + 'optim.cu', 'hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n', 'hi = lo + SUMSQ_CHUNK - 1 < n ? lo + SUMSQ_CHUNK - 1 : n', 'sum-of-squares chunk end off by one'),
+    (K + 'optim.cu', 'if (i >= n) return;\n    float gi', 'if (i > n) return;\n    float gi', 'AdamW bound off by one'),
+    (K + 'optim.cu', '__fmul_rn(gi, __fsub_rn(1.0f, beta1))', '__fmul_rn(gi, __fsub_rn(1.0f, beta2))', 'AdamW first moment with beta2'),
+    (K + 'optim.cu', '__fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps)', '__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt)', 'AdamW without eps'),
+    (K + 'ops_cuda.cu', 'n0 += chunk', 'n0 += chunk + 1', 'LM-head chunk stride off by one'),
 ]
 
 

@@ -42,17 +42,21 @@ read -r P WEIGHTS GRAD MASTER1 ADAM1 S MASTER8 ADAM8 NORMS ACT ACTR SCRATCH < <(
     if (hi - lo > S) S = hi - lo;
   }
   norms = 4 * (L * (Q + KV + 2 * C) + C);
-  # activations saved (bf16 = 2 bytes, fp32 = 4): residual stream fp32 (L+1) x N x C; per
-  # layer the bf16 block input, h, qkv, q, k, v, attention out, o_proj out, gate|up, act,
-  # down_proj out; fp32 q/k/attn/mlp rstd and lse (NH per token); final-norm out + rstd
+  # activations: the buffers of the graph (model/graph.c; graph_plan_bytes). Saved: residual
+  # stream fp32 (L+1) x N x C; per layer (one slot with recompute) the bf16 block input,
+  # h, qkv, q, k, v, attention out, o_proj out, gate|up, act, down_proj out; fp32
+  # q/k/attn/mlp rstd and lse (NH per token); final-norm out (bf16) + rstd. Then the
+  # backward scratch: dres + fp32 h; dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm
+  # (bf16); RoPE cos/sin; token ids and targets.
   per = 2 * N * (C + C + QKV + Q + KV + KV + Q + C + 2 * H + H + C) + 4 * N * (4 + NH);
-  act = 4 * (L + 1) * N * C + L * per + 2 * N * C + 4 * N;
-  actr = 4 * (L + 1) * N * C + per + 2 * N * C + 4 * N;
-  # scratch: dres + fp32 h; dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm (bf16); Di;
-  # LM-head chunk of 1024 rows (fp32 logits + bf16 dlogits); row CE, z (double), token
-  # CE; 64 x 4096 norm partials (double); token ids and targets; positions grouped by
-  # token (3N+1 ints); RoPE cos/sin; chunk sums of squares (double); 32 MiB cuBLASLt workspace
-  scratch = 8 * N * C + 2 * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH + 1024 * V * 6 + 20 * N + 8 * 64 * C + 8 * N + 4 * (3 * N + 1) + 4 * T * D + 8 * nc + 32 * 1048576;
+  rest = 2 * N * C + 4 * N + 8 * N * C + 2 * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * T * D + 8 * N;
+  act = 4 * (L + 1) * N * C + L * per + rest;
+  actr = 4 * (L + 1) * N * C + per + rest;
+  # scratch: the op scratch of ops_cuda.cu (Di; LM-head chunk of 1024 rows, fp32 logits +
+  # bf16 dlogits; row CE, z (double), token CE; positions grouped by token (3N+1 ints);
+  # sum-of-squares chunks (double); gathered row indices; 64 x 4096 norm partials
+  # (double)), the model state sum-of-squares chunks and the 32 MiB cuBLASLt workspace
+  scratch = 4 * N * NH + 1024 * V * 6 + 20 * N + 4 * (3 * N + 1) + 8 * nc + 4 * N + 8 * 64 * C + 8 * nc + 32 * 1048576;
   printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", P, 2 * P, 4 * P, 4 * P, 8 * P, S, 4 * S, 8 * S, norms, act, actr, scratch
 }')
 grep -q "parameters: $P total" <<<"$out1" || fail "parameter count: hand $P, printed $(grep parameters: <<<"$out1")"

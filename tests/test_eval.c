@@ -131,7 +131,7 @@ static void test_forward_hook(void) {
     eval_run(e, &host, hooked);
     CHECK(h.calls > 0, "the hook was never called");
     CHECK(h.too_big == 0, "the hook got %d batches beyond (micro_batch, seq_len)", h.too_big);
-    CHECK(host.acts.res == NULL, "eval_run with a hook allocated the CPU Model's activations");
+    CHECK(host.graph.be == NULL, "eval_run with a hook allocated the CPU Model's activations");
     CHECK(cJSON_GetObjectItemCaseSensitive(plain, "task/hook_task/acc") != NULL, "the task did not run");
     same_record(plain, hooked, "hooked vs CPU path");
     // m may be NULL with a hook; unsetting it goes back to the Model.

@@ -132,8 +132,11 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, cons
 }
 
 double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part) {
-    const int r = g_rank;
-    const size_t lo = bounds[r], hi = bounds[r + 1];
+    dist_sumsq_parts(shard, bounds[g_rank], bounds[g_rank + 1], part);
+    return dist_sumsq_gather(part, bounds);
+}
+
+void dist_sumsq_parts(const float *shard, size_t lo, size_t hi, double *part) {
     const size_t c0 = lo / DIST_CHUNK, c1 = (hi + DIST_CHUNK - 1) / DIST_CHUNK;
     // Same per-chunk loop as the kernel's sumsq (a sequential double sum: not reassociated
     // by the compiler), so W = 1 reproduces sumsq(grads, n) exactly.
@@ -144,7 +147,6 @@ double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part
         for (size_t i = a; i < b; i++) s += (double)shard[i - lo] * shard[i - lo];
         part[c] = s;
     }
-    return dist_sumsq_gather(part, bounds);
 }
 
 double dist_sumsq_gather(double *part, const size_t *bounds) {

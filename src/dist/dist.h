@@ -47,6 +47,9 @@ double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *chun
 // The same sum from per-chunk partials already in part[c] for this rank's chunks (a
 // device computed them): all-gathered, summed in chunk order.
 double dist_sumsq_gather(double *part, const size_t *bounds);
+// The per-chunk partials of dist_sumsq_sharded only: shard holds [lo, hi) of the flat
+// buffer (lo chunk-aligned); part[c] for its global chunks c.
+void dist_sumsq_parts(const float *shard, size_t lo, size_t hi, double *part);
 // Gather [lo, hi) of a sharded vector to rank 0: `mine` is this rank's part of it (the
 // intersection with shard rank, in order); rank 0 receives hi - lo floats in full (NULL
 // elsewhere). Used per tensor by the CUDA checkpoint stream (MPI int counts: < 2^31).

@@ -1,36 +1,16 @@
-// model.h: the OLMo 3 model: forward and backward of one micro-batch on the kernels of
-// src/kernels (the backend). Activations are allocated once for a maximum (B, T) and
-// saved per layer only as backward needs them; attention keeps its lse, not (T, T).
+// model.h: the OLMo 3 model on the host: its parameters (the flat table) and the forward
+// and backward of one micro-batch on the CPU backend, through the graph every backend
+// shares (model/graph.h). Activations are allocated once for a maximum (B, T) and saved
+// per layer only as backward needs them; attention keeps its lse, not (T, T).
 #ifndef OLMO_MODEL_H
 #define OLMO_MODEL_H
 
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "model/config.h"
+#include "model/graph.h"
 #include "model/params.h"
-
-typedef struct {
-    float *res;         // (L+1, N, C) residual stream: res[0] = embeddings, res[l+1] = block l output
-    float *mid;         // (L, N, C) h = x + norm(attn out)
-    float *qkv;         // (L, N, Q+2KV) fused projection before QK-norm
-    float *q_rstd, *k_rstd;  // (L, N)
-    float *q, *k, *v;   // (L, N, Q), (L, N, KV) x2: after QK-norm + RoPE
-    float *att;         // (L, N, Q) attention output (heads concatenated)
-    float *lse;         // (L, B, NH, T)
-    float *a;           // (L, N, C) o_proj output (before post-attention norm)
-    float *a_rstd;      // (L, N)
-    float *gu;          // (L, N, 2H)
-    float *act;         // (L, N, H)
-    float *m;           // (L, N, C) down_proj output (before post-feedforward norm)
-    float *m_rstd;      // (L, N)
-    float *xf;          // (N, C) after the final norm
-    float *xf_rstd;     // (N)
-} Activations;
-
-typedef struct {
-    float *dres, *dxf, *da, *datt, *dq, *dk, *dv, *dqkv, *dgu, *dact, *dm, *tmp;
-} BackwardScratch;
 
 typedef struct {
     ModelConfig cfg;
@@ -38,14 +18,8 @@ typedef struct {
     float *params;      // flat (table.total)
     ModelView w;        // views into params
     int max_B, max_T;
-    Activations acts;
-    BackwardScratch bw;
-    float *rope_cos, *rope_sin;   // (max_T, head_dim/2) plain RoPE
-    float *yarn_cos, *yarn_sin;   // (max_T, head_dim/2) cfg.rope_scaling's tables for full layers; NULL when none
-    int32_t *doc_start;           // (max_B, max_T) per-token document start when cfg.document_mask; else NULL
-    float *lm_scratch;  // (lm_chunk, Vp)
-    int lm_chunk;
-    int32_t *targets_flat;
+    OpsBackend *be;     // the CPU backend (process-wide matmul precision)
+    Graph graph;        // activations for (max_B, max_T); graph.be == NULL until allocated
 } Model;
 
 // Allocate parameters (uninitialized), activations for (max_B, max_T) and scratch.

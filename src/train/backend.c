@@ -1,5 +1,5 @@
-// backend.c: see backend.h. The CUDA step mirrors step.c's single-process path line by
-// line, with the buffers on the device.
+// backend.c: see backend.h. The CUDA backend's step is step.c's train_step_on over the
+// device's StepDevice (below); its model is model/graph.c on the CUDA ops.
 #include "train/backend.h"
 
 #include <math.h>
@@ -9,6 +9,7 @@
 
 #include "dist/dist.h"
 #include "kernels/kernels.h"
+#include "model/graph.h"
 #include "util/common.h"
 #include "kernels/cuda/cuda_backend.h"   // declarations only; the device calls need OLMO_CUDA
 
@@ -17,8 +18,8 @@ struct Backend {
     Precision prec;
 #ifdef OLMO_CUDA
     CudaModel *cm;
-    // world > 1: NCCL (device ZeRO-1 shards, backend_step_nccl) when built with it and not
-    // disabled by OLMO_CUDA_NCCL=0, else the host-MPI fallback (backend_step_hostmpi).
+    // world > 1: NCCL (device ZeRO-1 shards) when built with it and not
+    // disabled by OLMO_CUDA_NCCL=0, else the host-MPI fallback (Adam on the host).
     int nccl, hostmpi;
     float *host_grad;   // host-MPI: this rank's summed gradient, downloaded (table.total)
     float *stage;       // NCCL checkpoints: this rank's part of one tensor (largest tensor)
@@ -28,47 +29,27 @@ struct Backend {
 #endif
 };
 
-// Mirrors CudaModelT::init (src/kernels/cuda/model.cu) buffer for buffer; the allocator
-// compares its byte count with this total when a model is created. The allocator rounds
-// each request up to one element, as here.
+// From the code that allocates: the model state (cuda_state_sizes, model.cu allocates
+// exactly those buffers), the graph's activations (graph_plan_bytes: graph_init's walk with
+// a counter) and the op scratch (ops_cuda_scratch_bytes, ops_cuda_reserve's sizes).
 void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
                    size_t opt_lo, size_t opt_hi, CudaMemPlan *p) {
-#define ONE(n) ((double)((n) ? (n) : 1))
     memset(p, 0, sizeof *p);
-    const double N = (double)max_B * max_T, C = cfg->d_model, NH = cfg->n_heads, Q = (double)cfg->n_heads * cfg->head_dim,
-                 KV = (double)cfg->n_kv_heads * cfg->head_dim, H = cfg->mlp_hidden, L = cfg->n_layers,
-                 Vp = cfg->padded_vocab, QKV = Q + 2 * KV;
-    const double es = bf16 ? 2 : 4, Ls = recompute ? 1 : L, total = (double)t->total;
-    const int shard_master = bf16 && opt_hi > opt_lo && (opt_lo > 0 || opt_hi < t->total);
-    p->master = 4 * ONE(shard_master ? opt_hi - opt_lo : t->total);
-    p->adam = 2 * 4 * ONE(opt_hi - opt_lo);
-    p->grad = 4 * total;
-    p->weights = bf16 ? 2 * total : 0;
-    if (shard_master) {
-        size_t nn = 0;
-        for (int i = 0; i < t->n; i++)
-            if (t->p[i].kind == PARAM_NORM) nn += t->p[i].numel;
-        p->norms = 4 * ONE(nn);
-    }
-    // saved: res (L+1) fp32; per layer (or the one recompute slot): bf16 copy of the block
-    // input (bf16 mode), mid, qkv, q, k, v, att, ao, gu, act, mo; four rstd rows; lse; then
-    // xf and its rstd.
-    p->activations = 4 * (L + 1) * N * C + Ls * N * es * ((bf16 ? C : 0) + C + QKV + Q + 2 * KV + Q + C + 3 * H + C) +
-                     4 * Ls * N * (4 + NH) + es * N * C + 4 * N;
-    // dres (+ fp32 h in bf16 mode); dxf, da, datt, dq, dk, dv, dqkv, dgu, dact, dm; Di; the
-    // LM-head chunk (fp32 logits, dlogits); row CE/z (double), token CE; norm partials;
-    // token ids and targets; positions grouped by token for the embedding backward (3N+1
-    // ints); RoPE (and YaRN) tables; norm chunk partials; workspace; document starts
-    // (document_mask).
-    const double lmc = N < CUDA_LM_CHUNK_MAX ? N : CUDA_LM_CHUNK_MAX, maxw = C > Q ? C : Q;
-    const double half = (double)max_T * cfg->head_dim / 2;
-    const int yarn = cfg->rope_scaling.type == ROPE_SCALING_YARN;
-    p->scratch = 4 * N * C * (bf16 ? 2 : 1) + es * N * (C + C + Q + Q + 2 * KV + QKV + 2 * H + H + C) + 4 * N * NH +
-                 lmc * Vp * (4 + es) + N * (8 + 8 + 4) + 8.0 * CUDA_NORM_PARTS * maxw + 2 * 4 * N + 4 * (3 * N + 1) +
-                 4 * half * (yarn ? 4 : 2) + 8 * (double)((t->total + 65535) / 65536) + CUDA_WORKSPACE_BYTES +
-                 (cfg->document_mask ? 4 * N : 0);
-    p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;
+    CudaStateSizes s;
+    cuda_state_sizes(t, bf16, opt_lo, opt_hi, &s);
+#define ONE(n) ((double)((n) ? (n) : 1))
+    p->master = 4 * ONE(s.master);
+    p->adam = 2 * 4 * ONE(s.adam);
+    p->grad = 4 * ONE(s.grad);
+    p->weights = 2.0 * s.weights;
+    p->norms = 4.0 * s.norms;
 #undef ONE
+    p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32, recompute);
+    const int N = max_B * max_T, Q = cfg->n_heads * cfg->head_dim;
+    OpsLimits lim = {N, cfg->d_model > Q ? cfg->d_model : Q, cfg->n_heads, cfg->padded_vocab, t->total};
+    p->scratch = (double)(cuda_state_bytes(&s) - (size_t)(p->master + p->adam + p->grad + p->weights + p->norms)) +
+                 (double)ops_cuda_scratch_bytes(&lim, bf16 ? 2 : 4);
+    p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;
 }
 
 int backend_cuda_built(void) {
@@ -216,95 +197,72 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 }
 
 #ifdef OLMO_CUDA
-// This rank's micro-batches (its block of the global batch) into the device gradient, in
-// order; their (ce, z) sums into tc->loss_local (sharded cores) and summed in order into
-// *ce, *z. Returns the micro-batch count k.
-static int local_micro_batches(CudaModel *cm, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
-                               int local_batch, int micro_batch, int T, float inv_count, double *ce, double *z) {
-    const int k = local_batch / micro_batch;
-    *ce = *z = 0;
-    cuda_grad_reset(cm);
-    for (int j = 0; j < k; j++) {
-        size_t off = (size_t)j * micro_batch * T;
-        LossSums s = cuda_forward_backward(cm, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, 1,
-                                           NULL, NULL);
-        cuda_grad_push(cm);
-        *ce += s.ce_sum;
-        *z += s.z_sum;
-        if (tc->loss_local) {
-            tc->loss_local[2 * j] = s.ce_sum;
-            tc->loss_local[2 * j + 1] = s.z_sum;
-        }
-    }
-    cuda_grad_finish(cm);
-    return k;
+// The CUDA backend's StepDevice (step.h): the micro-batches accumulate into the device
+// gradient in order; one GPU updates in place; with NCCL (ZeRO-1 on the devices) ncclReduce
+// per shard sums the ranks' gradients into their owners (NCCL's reduction order: fixed for
+// a given world size, topology and NCCL version, not the same across world sizes), the norm
+// comes from fixed 65536-float chunks all-gathered over MPI, each rank clips and runs AdamW
+// on its shard (fp32 master, m, v only for the shard), then broadcasts its shard of the
+// bf16 weights (and norm weights). Nothing crosses PCIe but the loss sums.
+// Without NCCL (not built, or OLMO_CUDA_NCCL=0) the host-MPI fallback: the summed local
+// gradient is downloaded and everything after it runs on the host exactly as the CPU does
+// (train_step_host_*), then the parameters are uploaded. Correct, slow (the full gradient
+// down and the parameters up over PCIe every step); it also serves several ranks on one
+// GPU, which NCCL refuses.
+static CudaModel *dev_cm(StepDevice *d) { return ((Backend *)d->ctx)->cm; }
+static void cu_grad_begin(StepDevice *d) { cuda_grad_reset(dev_cm(d)); }
+static LossSums cu_micro_batch(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T,
+                               float z_coef, float inv_count) {
+    LossSums s = cuda_forward_backward(dev_cm(d), inputs, targets, B, T, z_coef, inv_count, 1, NULL, NULL);
+    cuda_grad_push(dev_cm(d));
+    return s;
+}
+static void cu_grad_end(StepDevice *d) { cuda_grad_finish(dev_cm(d)); }
+static void cu_poison(StepDevice *d) { cuda_grad_poison(dev_cm(d)); }
+static void cu_grad_download(StepDevice *d, float *host) { cuda_grad_download(dev_cm(d), host); }
+static void cu_reduce(StepDevice *d) {
+    if (((Backend *)d->ctx)->nccl) cuda_grad_reduce(dev_cm(d));
+}
+static void cu_sumsq(StepDevice *d, double *part) { cuda_grad_sumsq_chunks(dev_cm(d), part); }
+static void cu_scale(StepDevice *d, float coef) { cuda_grad_scale(dev_cm(d), coef); }
+static void cu_adamw(StepDevice *d, double lr) {
+    AdamW *o = &d->tc->opt;
+    o->step++;
+    cuda_adamw(dev_cm(d), (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->weight_decay,
+               o->decay_embedding, (int)o->step);
+}
+static void cu_allgather(StepDevice *d) {
+    if (((Backend *)d->ctx)->nccl) cuda_params_allgather(dev_cm(d));
 }
 
-// Clip the device's optimizer range by the global norm, decide skip-step, AdamW there.
-static StepResult clip_and_update(CudaModel *cm, TrainCore *tc, double ce, double z, long count, double norm,
-                                  long step) {
-    double coef = clip_coef(norm, tc->max_grad_norm);
-    if (coef < 1.0) cuda_grad_scale(cm, (float)coef);
-    StepResult r = train_step_result(tc, ce, z, count, norm, step);
-    if (!r.skipped) {
-        AdamW *o = &tc->opt;
-        o->step++;
-        cuda_adamw(cm, (float)r.lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->weight_decay,
-                   o->decay_embedding, (int)o->step);
-    }
-    return r;
+// host-MPI: the device's gradient, then the host's sharded step
+static void hm_reduce(StepDevice *d) {
+    Backend *be = d->ctx;
+    cuda_grad_download(be->cm, be->host_grad);
+    train_step_host_reduce(d->tc, be->host_grad);
+}
+static void hm_sumsq(StepDevice *d, double *part) { train_step_host_sumsq(d->tc, part); }
+static void hm_scale(StepDevice *d, float coef) { train_step_host_scale(d->tc, coef); }
+static void hm_adamw(StepDevice *d, double lr) { train_step_host_adamw(d->tc, lr); }
+static void hm_allgather(StepDevice *d) {
+    train_step_host_allgather(d->tc);
+    cuda_upload_params(dev_cm(d), d->tc->model->params);
 }
 
-// world > 1 with NCCL: ZeRO-1 on the devices. Each rank runs its block of micro-batches
-// into its full-size device gradient; ncclReduce per shard sums the ranks' gradients into
-// their owners (NCCL's reduction order: fixed for a given world size, topology and NCCL
-// version, not the same across world sizes); the norm comes from fixed 65536-float chunks
-// all-gathered over MPI and summed in chunk order; each rank clips and runs AdamW on its
-// shard (fp32 master, m, v only for the shard), then broadcasts its shard of the bf16
-// weights (and norm weights) to the others. Nothing crosses PCIe but the loss sums.
-static StepResult backend_step_nccl(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
-                                    int global_batch, int micro_batch, int T, long step) {
-    CudaModel *cm = be->cm;
-    const int W = tc->world, local_batch = global_batch / W;
-    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    double ce, z;
-    int k = local_micro_batches(cm, tc, inputs, targets, local_batch, micro_batch, T, inv_count, &ce, &z);
-    if (step == train_fault_nan_step()) cuda_grad_poison(cm);   // FAULT INJECTION
-    cuda_grad_reduce(cm);
-    cuda_grad_sumsq_chunks(cm, tc->chunk_sq);
-    double norm = sqrt(dist_sumsq_gather(tc->chunk_sq, tc->bounds));
-    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
-    ce = z = 0;
-    for (int j = 0; j < k * W; j++) {   // global micro-batch order, as step.c
-        ce += tc->loss_all[2 * j];
-        z += tc->loss_all[2 * j + 1];
-    }
-    StepResult r = clip_and_update(cm, tc, ce, z, count, norm, step);
-    if (!r.skipped) cuda_params_allgather(cm);
-    return r;
-}
-
-// world > 1 without NCCL (not built, or OLMO_CUDA_NCCL=0): step.c's sharded step with
-// the micro-batches on the GPU, then everything after them on the host exactly as the CPU
-// does it: the summed local gradient is downloaded, reduce-scattered over ranks in the
-// fixed tree (dist.h), clipped from the chunked sharded norm, AdamW updates this rank's
-// shard (host m, v), the parameters are all-gathered and uploaded. Correct, slow (the full
-// gradient down and the full parameters up over PCIe every step); it also serves several
-// ranks on one GPU, which NCCL refuses.
-static StepResult backend_step_hostmpi(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
-                                       int global_batch, int micro_batch, int T, long step) {
-    CudaModel *cm = be->cm;
-    const int local_batch = global_batch / tc->world;
-    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    double ce, z;
-    int k = local_micro_batches(cm, tc, inputs, targets, local_batch, micro_batch, T, inv_count, &ce, &z);
-    cuda_grad_download(cm, be->host_grad);
-    if (step == train_fault_nan_step()) be->host_grad[0] = NAN;
-    StepResult r = train_step_finish_sharded(tc, be->host_grad, k, count, step);
-    if (!r.skipped) cuda_upload_params(cm, tc->model->params);
-    return r;
+static void cuda_step_device(StepDevice *d, Backend *be, TrainCore *tc) {
+    memset(d, 0, sizeof *d);
+    d->ctx = be;
+    d->tc = tc;
+    d->grad_begin = cu_grad_begin;
+    d->micro_batch = cu_micro_batch;
+    d->grad_end = cu_grad_end;
+    d->poison = cu_poison;
+    d->grad_download = cu_grad_download;
+    d->reduce = be->hostmpi ? hm_reduce : cu_reduce;
+    d->shard_sumsq = be->hostmpi ? hm_sumsq : cu_sumsq;
+    d->shard_scale = be->hostmpi ? hm_scale : cu_scale;
+    d->shard_adamw = be->hostmpi ? hm_adamw : cu_adamw;
+    d->params_allgather = be->hostmpi ? hm_allgather : cu_allgather;
 }
 #endif
 
@@ -313,16 +271,9 @@ StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs,
     if (!be || be->kind == BACKEND_CPU)
         return train_step(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 #ifdef OLMO_CUDA
-    if (be->nccl) return backend_step_nccl(be, tc, inputs, targets, global_batch, micro_batch, T, step);
-    if (be->hostmpi) return backend_step_hostmpi(be, tc, inputs, targets, global_batch, micro_batch, T, step);
-    CudaModel *cm = be->cm;
-    long count = train_count_targets(tc, targets, (size_t)global_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    double ce, z;
-    local_micro_batches(cm, tc, inputs, targets, global_batch, micro_batch, T, inv_count, &ce, &z);
-    if (step == train_fault_nan_step()) cuda_grad_poison(cm);   // FAULT INJECTION
-    if (grads_out) cuda_grad_download(cm, grads_out);
-    return clip_and_update(cm, tc, ce, z, count, sqrt(cuda_grad_sumsq(cm)), step);
+    StepDevice d;
+    cuda_step_device(&d, be, tc);
+    return train_step_on(&d, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 #else
     (void)tc; (void)inputs; (void)targets; (void)global_batch; (void)micro_batch; (void)T; (void)step; (void)grads_out;
     die("backend_train_step: built without CUDA");

@@ -44,7 +44,7 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
     print_gib("fp32 norm weights (replicated, sharded master)", full.norms);
     print_gib("activations saved, no recompute", full.activations);
     print_gib("activations saved, recompute (one block)", rec.activations);
-    print_gib("scratch (backward, LM-head chunk, workspace)", full.scratch);
+    print_gib("scratch (LM-head chunk, op scratch, workspace)", full.scratch);
     print_gib("total, no recompute", full.total);
     print_gib("total, recompute (OLMO_CUDA_RECOMPUTE=1)", rec.total);
     free(b);

@@ -75,32 +75,6 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
     return r;
 }
 
-// The single-process step (no shard state): the original path, used by bench and tools.
-static StepResult step_single(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
-                              int micro_batch, int T, long step, float *grads_out) {
-    Model *m = tc->model;
-    const size_t n = m->table.total;
-    long count = train_count_targets(tc, targets, (size_t)global_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    double ce = 0, z = 0;
-    gradacc_reset(&tc->acc);
-    for (int b0 = 0; b0 < global_batch; b0 += micro_batch) {
-        float *g = gradacc_slot(&tc->acc);
-        size_t off = (size_t)b0 * T;
-        LossSums s = model_forward_backward(m, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, g,
-                                            NULL, NULL);
-        gradacc_push(&tc->acc);
-        ce += s.ce_sum;
-        z += s.z_sum;
-    }
-    float *grads = gradacc_finish(&tc->acc);
-    if (step == train_fault_nan_step()) grads[0] = NAN;   // FAULT INJECTION
-    if (grads_out) memcpy(grads_out, grads, sizeof(float) * n);
-    StepResult r = train_step_result(tc, ce, z, count, clip_grad_norm(grads, n, tc->max_grad_norm), step);
-    if (!r.skipped) adamw_apply(&tc->opt, m->params, grads, r.lr);
-    return r;
-}
-
 long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) {
     long count = 0;
     for (size_t i = 0; i < n; i++) count += targets[i] >= 0;
@@ -108,50 +82,136 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) 
     return tc->bounds ? dist_sum_long(count) : count;
 }
 
-StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step) {
-    Model *m = tc->model;
-    const int W = tc->world;
-    const size_t lo = tc->bounds[tc->rank], hi = tc->bounds[tc->rank + 1];
-    // Loss sums in global micro-batch order (the order of a single process).
-    dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
+                         int micro_batch, int T, long step, float *grads_out) {
+    TrainCore *tc = d->tc;
+    const int W = tc->bounds ? tc->world : 1, local_batch = global_batch / W, k = local_batch / micro_batch;
+    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
+    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
-    for (int j = 0; j < k * W; j++) {
-        ce += tc->loss_all[2 * j];
-        z += tc->loss_all[2 * j + 1];
+    d->grad_begin(d);
+    for (int j = 0; j < k; j++) {
+        size_t off = (size_t)j * micro_batch * T;
+        LossSums s = d->micro_batch(d, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count);
+        if (tc->loss_local) {
+            tc->loss_local[2 * j] = s.ce_sum;
+            tc->loss_local[2 * j + 1] = s.z_sum;
+        }
+        ce += s.ce_sum;
+        z += s.z_sum;
     }
-    float *g = W > 1 ? tc->shard_grad : local + lo;
-    if (W > 1) dist_reduce_scatter(local, g, tc->recv, tc->bounds);
-    // As clip_grad_norm (torch clip_grad_norm_), from the chunked sharded sum of squares.
-    double norm = sqrt(dist_sumsq_sharded(g, tc->bounds, tc->chunk_sq)), coef = clip_coef(norm, tc->max_grad_norm);
-    if (coef < 1.0) scale_inplace(g, (float)coef, hi - lo);
+    d->grad_end(d);
+    if (step == train_fault_nan_step()) d->poison(d);   // FAULT INJECTION
+    if (grads_out && W == 1) d->grad_download(d, grads_out);
+    // The device's own collective first: a peer lost in an NCCL reduce is caught by its
+    // bounded wait (nccl.cu), where an MPI collective would block for ever.
+    d->reduce(d);
+    // As clip_grad_norm (torch clip_grad_norm_), from fixed chunks summed in chunk order.
+    const size_t n = tc->model->table.total, nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    double norm;
+    if (tc->bounds) {
+        d->shard_sumsq(d, tc->chunk_sq);
+        norm = sqrt(dist_sumsq_gather(tc->chunk_sq, tc->bounds));
+    } else {
+        double *part = xcalloc(nch + 1, sizeof(double)), t = 0;
+        d->shard_sumsq(d, part);
+        for (size_t c = 0; c < nch; c++) t += part[c];
+        free(part);
+        norm = sqrt(t);
+    }
+    if (tc->bounds) {   // loss sums in global micro-batch order (the order of a single process)
+        dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+        ce = z = 0;
+        for (int j = 0; j < k * W; j++) {
+            ce += tc->loss_all[2 * j];
+            z += tc->loss_all[2 * j + 1];
+        }
+    }
+    double coef = clip_coef(norm, tc->max_grad_norm);
+    if (coef < 1.0) d->shard_scale(d, (float)coef);
     StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
-        adamw_apply_range(&tc->opt, m->params, g, r.lr, lo, hi);
-        dist_allgather_shards(m->params, tc->bounds);
+        d->shard_adamw(d, r.lr);
+        d->params_allgather(d);
     }
     return r;
 }
 
+// ---- the host half of a sharded step (the CPU device, and the CUDA host-MPI fallback) ----
+void train_step_host_reduce(TrainCore *tc, float *local) {
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    tc->local = local;
+    tc->shard = local + lo;
+    if (tc->bounds && tc->world > 1) {
+        dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->bounds);
+        tc->shard = tc->shard_grad;
+    }
+}
+
+void train_step_host_sumsq(TrainCore *tc, double *part) {
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    dist_sumsq_parts(tc->shard, lo, hi, part);
+}
+
+void train_step_host_scale(TrainCore *tc, float coef) {
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    scale_inplace(tc->shard, coef, hi - lo);
+}
+
+void train_step_host_adamw(TrainCore *tc, double lr) {
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    adamw_apply_range(&tc->opt, tc->model->params, tc->shard, lr, lo, hi);
+}
+
+void train_step_host_allgather(TrainCore *tc) {
+    if (tc->bounds && tc->world > 1) dist_allgather_shards(tc->model->params, tc->bounds);
+}
+
+// ---- the CPU device: the Model's graph on the CPU backend, the GradAcc tree -----------------
+static void cpu_grad_begin(StepDevice *d) { gradacc_reset(&d->tc->acc); }
+
+static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                float z_coef, float inv_count) {
+    TrainCore *tc = d->tc;
+    float *g = gradacc_slot(&tc->acc);
+    LossSums s = model_forward_backward(tc->model, inputs, targets, B, T, z_coef, inv_count, g, NULL, NULL);
+    gradacc_push(&tc->acc);
+    return s;
+}
+
+static void cpu_grad_end(StepDevice *d) { d->tc->local = gradacc_finish(&d->tc->acc); }
+static void cpu_poison(StepDevice *d) { d->tc->local[0] = NAN; }
+static void cpu_grad_download(StepDevice *d, float *host) {
+    memcpy(host, d->tc->local, sizeof(float) * d->tc->model->table.total);
+}
+static void cpu_reduce(StepDevice *d) { train_step_host_reduce(d->tc, d->tc->local); }
+static void cpu_sumsq(StepDevice *d, double *part) { train_step_host_sumsq(d->tc, part); }
+static void cpu_scale(StepDevice *d, float coef) { train_step_host_scale(d->tc, coef); }
+static void cpu_adamw(StepDevice *d, double lr) { train_step_host_adamw(d->tc, lr); }
+static void cpu_allgather(StepDevice *d) { train_step_host_allgather(d->tc); }
+
+void train_step_cpu_device(StepDevice *d, TrainCore *tc) {
+    memset(d, 0, sizeof *d);
+    d->tc = tc;
+    d->grad_begin = cpu_grad_begin;
+    d->micro_batch = cpu_micro_batch;
+    d->grad_end = cpu_grad_end;
+    d->poison = cpu_poison;
+    d->grad_download = cpu_grad_download;
+    d->reduce = cpu_reduce;
+    d->shard_sumsq = cpu_sumsq;
+    d->shard_scale = cpu_scale;
+    d->shard_adamw = cpu_adamw;
+    d->params_allgather = cpu_allgather;
+}
+
 StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
                       int micro_batch, int T, long step, float *grads_out) {
-    if (!tc->bounds) return step_single(tc, inputs, targets, global_batch, micro_batch, T, step, grads_out);
-    Model *m = tc->model;
-    const int W = tc->world;
-    const int local_batch = global_batch / W, k = local_batch / micro_batch;
-    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
-    float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
-    gradacc_reset(&tc->acc);
-    for (int j = 0; j < k; j++) {
-        float *g = gradacc_slot(&tc->acc);
-        size_t off = (size_t)j * micro_batch * T;
-        LossSums s = model_forward_backward(m, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count, g,
-                                            NULL, NULL);
-        gradacc_push(&tc->acc);
-        tc->loss_local[2 * j] = s.ce_sum;
-        tc->loss_local[2 * j + 1] = s.z_sum;
-    }
-    float *local = gradacc_finish(&tc->acc);
-    if (step == train_fault_nan_step()) local[0] = NAN;   // FAULT INJECTION
-    if (grads_out && W == 1) memcpy(grads_out, local, sizeof(float) * m->table.total);
-    return train_step_finish_sharded(tc, local, k, count, step);
+    StepDevice d;
+    train_step_cpu_device(&d, tc);
+    return train_step_on(&d, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 }

@@ -32,6 +32,7 @@ typedef struct {
     float *recv;        // reduce-scatter scratch (world x shard floats), world > 1 only
     double *chunk_sq;   // per-chunk squared norms
     double *loss_local, *loss_all;   // per-micro-batch (ce, z) sums: this rank's / all ranks'
+    float *local, *shard;            // the step in progress: this rank's summed gradient, its shard of the sum
 } TrainCore;
 
 // Set up the sharded state for (world, rank): shard bounds, AdamW on the shard, scratch.
@@ -50,21 +51,56 @@ typedef struct {
     int skipped;
 } StepResult;
 
-// inputs, targets: this rank's block of the global batch, (global_batch / world, T),
-// targets < 0 masked; processed micro_batch instances at a time. step counts from 1.
-// If grads_out != NULL and world == 1, the summed gradient (before clipping) is copied there.
-// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, summed
-// over ranks when the core is sharded, so it is the whole global batch's count everywhere.
+// Where a step runs: the micro-batches into this rank's local gradient, the reduction to
+// this rank's shard, and the shard's norm, clip and AdamW. train_step_on (step.c) is the one
+// step over it; the CPU's device is in step.c, the CUDA backend's in backend.c (one GPU,
+// NCCL ZeRO-1, or the host-MPI fallback that keeps Adam on the host).
+typedef struct StepDevice StepDevice;
+struct StepDevice {
+    void *ctx;
+    TrainCore *tc;
+    void (*grad_begin)(StepDevice *d);
+    // One micro-batch's forward and backward into the local gradient (written by the first
+    // after grad_begin, accumulated by the others in order).
+    LossSums (*micro_batch)(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T, float z_coef,
+                            float inv_count);
+    void (*grad_end)(StepDevice *d);
+    void (*poison)(StepDevice *d);                      // FAULT INJECTION: local gradient element 0 = NaN
+    void (*grad_download)(StepDevice *d, float *host);  // the whole local gradient (tests)
+    void (*reduce)(StepDevice *d);                      // this rank's shard of the sum over ranks
+    // Squared norm of the shard per DIST_CHUNK chunk into part[c] (global chunk index c).
+    void (*shard_sumsq)(StepDevice *d, double *part);
+    void (*shard_scale)(StepDevice *d, float coef);
+    void (*shard_adamw)(StepDevice *d, double lr);      // increments tc->opt.step
+    void (*params_allgather)(StepDevice *d);            // every rank gets every updated shard
+};
+
+// One optimizer step on device d. inputs, targets: this rank's block of the global batch,
+// (global_batch / world, T), targets < 0 masked; processed micro_batch instances at a
+// time. step counts from 1. If grads_out != NULL and world == 1, the summed gradient
+// (before clipping) is copied there. The loss is normalized by the global count of
+// non-masked targets; the per-micro-batch (ce, z) sums are added in global micro-batch
+// order; the norm is summed from fixed chunks in chunk order; so the result does not
+// depend on the device's thread count, and with a power-of-two number of micro-batches
+// per rank the CPU's steps are bitwise identical at any world size.
+StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
+                         int micro_batch, int T, long step, float *grads_out);
+// The CPU's device over tc (its Model, GradAcc, AdamW): the trainer's default step.
+void train_step_cpu_device(StepDevice *d, TrainCore *tc);
+// The host half of a sharded step for a device whose gradient arrives on the host (the
+// CUDA host-MPI fallback): local, this rank's full summed gradient; reduce-scatter, norm
+// chunks, clip, AdamW and the all-gather as on the CPU.
+void train_step_host_reduce(TrainCore *tc, float *local);
+void train_step_host_sumsq(TrainCore *tc, double *part);
+void train_step_host_scale(TrainCore *tc, float coef);
+void train_step_host_adamw(TrainCore *tc, double lr);
+void train_step_host_allgather(TrainCore *tc);
+
+// The long-standing entry: train_step_on(the CPU device of tc, ...).
 long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
-// The part of a sharded step after this rank's gradient tree, shared by the CPU and CUDA
-// backends: loss sums over ranks in global micro-batch order (tc->loss_local holds this
-// rank's k (ce, z) pairs), the fixed-order reduce-scatter of `local` (this rank's summed
-// gradient, full length), clipping from the chunked sharded norm, skip-step, AdamW on the
-// rank's shard and the all-gather of the parameters. count: non-masked tokens, all ranks.
-StepResult train_step_finish_sharded(TrainCore *tc, float *local, int k, long count, long step);
 // The step's result from the summed CE and z-loss over `count` tokens and the gradient norm
 // (before clipping): losses, learning rate, and the skip decision (skip-step; a non-finite
-// loss or norm is always skipped). Shared by the CPU steps and the CUDA backend.
+// loss or norm is always skipped).
 StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long count, double norm, long step);
 // FAULT INJECTION (tests/test_faults.sh): the step whose gradient is made NaN
 // (OLMO_FAULT_NAN_STEP), -1 when unset.

@@ -23,17 +23,42 @@ typedef struct CudaModel CudaModel;
 
 #include "kernels/cuda/sizes.h"   // sizes shared by model.cu and the memory plan below
 
-// What cuda_model_create allocates on the device, in bytes, by purpose: the arithmetic of
-// `olmo info --backend cuda` and a check of the allocator (cuda_model_create prints a note
-// if the two ever differ). Plain C (src/train/backend.c): available without CUDA.
+// The model state's buffers (cuda_plan.c; model.cu allocates exactly these), in elements:
+// master fp32 [mlo, mhi); Adam m and v (adam each); grad (whole table); weights (the bf16
+// copy, bf16 mode); norms (fp32 norm weights, bf16 with a sharded master); partials
+// (double sum-of-squares chunks). cuda_state_bytes adds the cuBLASLt workspace.
+typedef struct {
+    size_t mlo, mhi, master, adam, grad, weights, norms, partials;
+} CudaStateSizes;
+void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_hi, CudaStateSizes *s);
+size_t cuda_state_bytes(const CudaStateSizes *s);
+// The op scratch of the CUDA ops backend (ops_cuda.cu), reserved once for calls up to these
+// sizes: a slot per need (norm weight-gradient partials, attention Di, LM-head logits and
+// dlogits, loss rows, embedding groups, sum-of-squares partials, gathered row indices).
+typedef struct OpsLimits {
+    int rows;      // N = B * T
+    int width;     // widest normed row (max(d_model, Q))
+    int heads;     // n_heads
+    int vocab;     // padded vocabulary
+    size_t flat;   // longest flat range of a sum of squares (the table)
+} OpsLimits;
+enum { OPS_CUDA_S_NORM, OPS_CUDA_S_DI, OPS_CUDA_S_LOGITS, OPS_CUDA_S_DLOGITS, OPS_CUDA_S_ROWS, OPS_CUDA_S_GROUPS,
+       OPS_CUDA_S_PART, OPS_CUDA_S_IDX, OPS_CUDA_SLOTS };
+size_t ops_cuda_scratch_slot(int slot, const OpsLimits *l, int act_bytes);
+size_t ops_cuda_scratch_bytes(const OpsLimits *l, int act_bytes);
+
+// What cuda_model_create allocates on the device, in bytes, by purpose: `olmo info
+// --backend cuda` and a check of the allocator (cuda_model_create prints a note if the two
+// ever differ). Plain C (src/train/backend.c), from the sizes the allocating code uses:
+// available without CUDA.
 typedef struct {
     double weights;      // bf16 compute copy of the whole table (bf16 mode; 0 in fp32 mode)
     double master;       // fp32 master weights: the whole table, or the shard (bf16 + NCCL)
     double grad;         // the one fp32 gradient buffer (whole table)
     double adam;         // fp32 m + v of the optimizer range
     double norms;        // fp32 norm weights of the whole model (bf16 with a sharded master)
-    double activations;  // saved for backward: fp32 residual stream, per-layer (or one slot with recompute)
-    double scratch;      // backward scratch, LM-head chunk, row statistics, cuBLASLt workspace, tables
+    double activations;  // the graph's buffers (graph_plan_bytes): saved activations, backward scratch, tables
+    double scratch;      // op scratch (LM-head chunk, row statistics, norm partials, ...), cuBLASLt workspace
     double total;
 } CudaMemPlan;
 void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,

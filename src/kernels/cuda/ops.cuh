@@ -32,6 +32,12 @@ static inline unsigned nblk(size_t n, int t = 256) { return (unsigned)((n + t - 
         else { typedef float TT; __VA_ARGS__; }            \
     } while (0)
 
+// ---- ops_cuda.cu: the Ops table's stream, and its op scratch reserved for calls up to l
+// (bytes held, or 0 when out of memory; cuda_plan.c's ops_cuda_scratch_bytes says the same).
+struct OpsLimits;
+cudaStream_t ops_cuda_stream(OpsBackend *be);
+size_t ops_cuda_reserve(OpsBackend *be, const OpsLimits *l);
+
 // ---- convert.cu ----------------------------------------------------------------------------
 void cast_cuda(cudaStream_t st, void *dst, DType t, const float *src, size_t n);
 void copy_cols_cuda(cudaStream_t st, void *dst, const void *src, DType t, int N, int width, int dstride, int dcol,

@@ -8,9 +8,10 @@
 
 #include <vector>
 
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/ops.cuh"
 
-#define LM_CHUNK CUDA_LM_CHUNK_MAX   // tokens per logits chunk, as model.cu
+#define LM_CHUNK CUDA_LM_CHUNK_MAX   // tokens per logits chunk
 
 namespace {
 
@@ -22,10 +23,13 @@ struct Scratch {
 struct CudaOps {
     cudaStream_t st;
     CudaGemm g;
-    Scratch s[8];
+    Scratch s[OPS_CUDA_SLOTS];
 };
 
-enum { S_NORM, S_DI, S_LOGITS, S_DLOGITS, S_ROWS, S_GROUPS, S_PART, S_IDX };
+enum {
+    S_NORM = OPS_CUDA_S_NORM, S_DI = OPS_CUDA_S_DI, S_LOGITS = OPS_CUDA_S_LOGITS, S_DLOGITS = OPS_CUDA_S_DLOGITS,
+    S_ROWS = OPS_CUDA_S_ROWS, S_GROUPS = OPS_CUDA_S_GROUPS, S_PART = OPS_CUDA_S_PART, S_IDX = OPS_CUDA_S_IDX
+};
 
 CudaOps *impl(OpsBackend *be) { return (CudaOps *)be->impl; }
 
@@ -154,7 +158,7 @@ void c_swiglu_backward(OpsBackend *be, void *dgu, const void *dout, const void *
     swiglu_backward_cuda(impl(be)->st, dgu, dout, gu, t, N, H);
 }
 
-// Chunks of LM_CHUNK tokens as model.cu: logits (fp32) by cuBLASLt, the loss rows, then
+// Chunks of LM_CHUNK tokens: logits (fp32) by cuBLASLt, the loss rows, then
 // the chunk's two backward GEMMs (dW accumulated over chunks in order).
 LossSums c_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW, const void *x, const void *W, DType t,
                        const int32_t *targets, int N, int C, int V, float z_coef, float inv_count, float *logits_host,
@@ -239,6 +243,30 @@ Ops make_ops() {
 const Ops CUDA_OPS = make_ops();
 
 }   // namespace
+
+cudaStream_t ops_cuda_stream(OpsBackend *be) { return impl(be)->st; }
+
+size_t ops_cuda_reserve(OpsBackend *be, const OpsLimits *l) {
+    size_t total = 0;
+    for (int k = 0; k < OPS_CUDA_SLOTS; k++) {
+        size_t b = ops_cuda_scratch_slot(k, l, (int)dtype_size(be->act));
+        if (!b) continue;
+        Scratch &s = impl(be)->s[k];
+        if (s.bytes < b) {
+            CUDA_CHECK(cudaStreamSynchronize(impl(be)->st));
+            if (s.p) CUDA_CHECK(cudaFree(s.p));
+            s.p = nullptr;
+            s.bytes = 0;
+            if (cudaMalloc(&s.p, b) != cudaSuccess) {
+                cudaGetLastError();
+                return 0;
+            }
+            s.bytes = b;
+        }
+        total += s.bytes;
+    }
+    return total;
+}
 
 extern "C" OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen) {
     int n = 0;

@@ -1,0 +1,49 @@
+// cuda_model.cuh: the CUDA model's state (model.cu, shared with nccl.cu): what this device
+// holds of the flat parameter table, the graph that runs on it, the NCCL communicator.
+#pragma once
+#include <vector>
+#ifdef OLMO_NCCL
+#include <nccl.h>
+#endif
+
+extern "C" {
+#include "model/graph.h"
+}
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/ops.cuh"
+
+struct CudaModel {
+    ModelConfig cfg;
+    const ParamTable *table;
+    int max_B, max_T, is_bf16, recompute = 0;
+    size_t total, bytes = 0;
+    // What this device holds of the flat table (cuda_backend.h): Adam m, v for [olo, ohi)
+    // (olo == ohi: none, the host keeps Adam), fp32 master weights for [mlo, mhi) (the
+    // whole table, or the optimizer range when bf16 weights are sharded with NCCL).
+    size_t olo = 0, ohi = 0, mlo = 0, mhi = 0;
+    OpsBackend *be = nullptr;   // the CUDA ops backend: its stream runs everything below
+    cudaStream_t st;
+    Graph graph;                // activations; graph.bytes of them
+    float *master, *m, *v;      // master: mhi - mlo floats; m, v: ohi - olo floats
+    // The gradient: one full-size fp32 buffer. The first micro-batch of a step writes it,
+    // later ones add to it in place (GEMM beta = 1, norm/embedding kernels +=), in micro-
+    // batch order: deterministic, and one buffer whatever the number of micro-batches.
+    float *grad;
+    int grad_acc = 0;           // 1: a micro-batch was committed, the next backward accumulates
+    int pushed = 0;             // micro-batches committed since cuda_grad_reset
+    void *w;                    // the compute weights, whole table (== master in fp32 mode)
+    // bf16 with a sharded master: fp32 norm weights of the whole model (they are read by
+    // the norm kernels on every rank), packed in table order; the segments map them.
+    float *normf = nullptr;
+    struct NormSeg { size_t off, n, coff; };
+    std::vector<NormSeg> norm_segs;
+    ModelView nv;               // the fp32 norm weights (master or normf) the graph reads
+    double *sumsq_partial;
+    std::vector<double> host_partial;
+    int world = 1, rank = 0;
+    std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
+#ifdef OLMO_NCCL
+    ncclComm_t comm = nullptr;
+#endif
+    std::vector<void *> ptrs;     // the state buffers, for cudaFree
+};

@@ -1,0 +1,338 @@
+// graph.c: the OLMo 3 model over kernels/ops.h (see graph.h): allocation (and its plan),
+// the block forward, the backward, and the forward-backward of one micro-batch.
+#include "model/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/docmask.h"
+#include "util/common.h"
+
+typedef struct { int N, C, Q, KV, QKV, H, NH, NKV, D, L; } Dims;
+
+static Dims dims(const ModelConfig *c, int B, int T) {
+    Dims d;
+    d.N = B * T;
+    d.C = c->d_model;
+    d.NH = c->n_heads;
+    d.NKV = c->n_kv_heads;
+    d.D = c->head_dim;
+    d.Q = d.NH * d.D;
+    d.KV = d.NKV * d.D;
+    d.QKV = d.Q + 2 * d.KV;
+    d.H = c->mlp_hidden;
+    d.L = c->n_layers;
+    return d;
+}
+
+// ---- allocation: one walk over the buffers, with the backend or with a counter -----------
+typedef struct {
+    OpsBackend *be;   // NULL: count only
+    size_t bytes;
+    int oom;
+    void **ptrs;      // the graph's bufs
+    int n;
+} Alloc;
+
+static void *take(Alloc *a, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    bytes = (bytes + 255) / 256 * 256;   // every buffer 256-byte aligned in the plan, as on a device
+    a->bytes += bytes;
+    if (!a->be) return NULL;
+    void *p = a->oom ? NULL : a->be->ops->alloc(a->be, bytes);
+    if (!p) a->oom = 1;
+    else a->ptrs[a->n++] = p;
+    return p;
+}
+
+static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B, int max_T, DType t, int recompute) {
+    const Dims d = dims(cfg, max_B, max_T);
+    const size_t N = (size_t)d.N, Ls = recompute ? 1 : (size_t)d.L, es = dtype_size(t), f = sizeof(float);
+    const int bf = t == DT_BF16;
+    g->res = take(a, f * ((size_t)d.L + 1) * N * d.C);
+    g->hf = bf ? take(a, f * N * d.C) : NULL;
+    g->xb = bf ? take(a, es * Ls * N * d.C) : NULL;
+    g->mid = take(a, es * Ls * N * d.C);
+    g->qkv = take(a, es * Ls * N * d.QKV);
+    g->q = take(a, es * Ls * N * d.Q);
+    g->k = take(a, es * Ls * N * d.KV);
+    g->v = take(a, es * Ls * N * d.KV);
+    g->att = take(a, es * Ls * N * d.Q);
+    g->ao = take(a, es * Ls * N * d.C);
+    g->gu = take(a, es * Ls * N * 2 * d.H);
+    g->act = take(a, es * Ls * N * d.H);
+    g->mo = take(a, es * Ls * N * d.C);
+    g->xf = take(a, es * N * d.C);
+    g->q_rstd = take(a, f * Ls * N);
+    g->k_rstd = take(a, f * Ls * N);
+    g->a_rstd = take(a, f * Ls * N);
+    g->m_rstd = take(a, f * Ls * N);
+    g->lse = take(a, f * Ls * N * d.NH);
+    g->xf_rstd = take(a, f * N);
+    g->dres = take(a, f * N * d.C);
+    g->dxf = take(a, es * N * d.C);
+    g->da = take(a, es * N * d.C);
+    g->datt = take(a, es * N * d.Q);
+    g->dq = take(a, es * N * d.Q);
+    g->dk = take(a, es * N * d.KV);
+    g->dv = take(a, es * N * d.KV);
+    g->dqkv = take(a, es * N * d.QKV);
+    g->dgu = take(a, es * N * 2 * d.H);
+    g->dact = take(a, es * N * d.H);
+    g->dm = take(a, es * N * d.C);
+    const size_t half = (size_t)max_T * d.D / 2;
+    g->rope_cos = take(a, f * half);
+    g->rope_sin = take(a, f * half);
+    const int yarn = cfg->rope_scaling.type == ROPE_SCALING_YARN;
+    g->yarn_cos = yarn ? take(a, f * half) : NULL;
+    g->yarn_sin = yarn ? take(a, f * half) : NULL;
+    g->tok = take(a, sizeof(int32_t) * N);
+    g->tgt = take(a, sizeof(int32_t) * N);
+    g->doc = cfg->document_mask ? take(a, sizeof(int32_t) * N) : NULL;
+}
+
+size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute) {
+    Graph g;
+    Alloc a = {0};
+    alloc_buffers(&g, &a, cfg, max_B, max_T, act, recompute);
+    return a.bytes;
+}
+
+static void upload_rope_tables(Graph *g) {
+    const size_t half = (size_t)g->max_T * g->cfg.head_dim / 2;
+    float *c = xmalloc(sizeof(float) * half), *s = xmalloc(sizeof(float) * half);
+    OpsBackend *be = g->be;
+    // The CPU's function computes the tables for every backend, so all rotate by the same floats.
+    rope_tables(c, s, g->max_T, g->cfg.head_dim, g->cfg.rope_theta, NULL);
+    be->ops->upload(be, g->rope_cos, c, sizeof(float) * half);
+    be->ops->upload(be, g->rope_sin, s, sizeof(float) * half);
+    if (g->yarn_cos) {
+        rope_tables(c, s, g->max_T, g->cfg.head_dim, g->cfg.rope_theta, &g->cfg.rope_scaling);
+        be->ops->upload(be, g->yarn_cos, c, sizeof(float) * half);
+        be->ops->upload(be, g->yarn_sin, s, sizeof(float) * half);
+    }
+    free(c);
+    free(s);
+}
+
+int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
+               int recompute) {
+    memset(g, 0, sizeof *g);
+    g->be = be;
+    g->cfg = *cfg;
+    model_offsets(&g->off, t, cfg);
+    g->max_B = max_B;
+    g->max_T = max_T;
+    g->recompute = recompute;
+    g->t = be->act;
+    Alloc a = {0};
+    a.be = be;
+    a.ptrs = g->bufs;
+    alloc_buffers(g, &a, cfg, max_B, max_T, g->t, recompute);
+    g->bytes = a.bytes;
+    g->nbufs = a.n;
+    if (a.oom) {
+        for (int i = 0; i < a.n; i++) be->ops->free(be, a.ptrs[i]);
+        memset(g, 0, sizeof *g);
+        return -1;
+    }
+    g->host_i32 = xmalloc(sizeof(int32_t) * 2 * (size_t)max_B * max_T);
+    upload_rope_tables(g);
+    return 0;
+}
+
+void graph_free(Graph *g) {
+    if (!g->be) return;
+    for (int i = 0; i < g->nbufs; i++) g->be->ops->free(g->be, g->bufs[i]);
+    free(g->host_i32);
+    memset(g, 0, sizeof *g);
+}
+
+// ---- the block -----------------------------------------------------------------------------
+// Pointers of layer l's activations (slot 0 with recompute).
+typedef struct {
+    void *qkv, *q, *k, *v, *att, *ao, *h, *gu, *act, *mo;
+    float *q_rstd, *k_rstd, *a_rstd, *m_rstd, *lse;
+    void *xg;            // the GEMM operand of the block's input: its bf16 copy, or the fp32 row itself
+    float *x, *y, *h32;  // fp32 block input, output, h
+} LayerBufs;
+
+static void *at(void *base, size_t elems, DType t) { return (char *)base + elems * dtype_size(t); }
+
+static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
+    const size_t N = d->N, sl = g->recompute ? 0 : (size_t)l;
+    const DType t = g->t;
+    LayerBufs b;
+    b.qkv = at(g->qkv, sl * N * d->QKV, t);
+    b.q = at(g->q, sl * N * d->Q, t);
+    b.k = at(g->k, sl * N * d->KV, t);
+    b.v = at(g->v, sl * N * d->KV, t);
+    b.att = at(g->att, sl * N * d->Q, t);
+    b.ao = at(g->ao, sl * N * d->C, t);
+    b.h = at(g->mid, sl * N * d->C, t);
+    b.gu = at(g->gu, sl * N * 2 * d->H, t);
+    b.act = at(g->act, sl * N * d->H, t);
+    b.mo = at(g->mo, sl * N * d->C, t);
+    b.q_rstd = g->q_rstd + sl * N;
+    b.k_rstd = g->k_rstd + sl * N;
+    b.a_rstd = g->a_rstd + sl * N;
+    b.m_rstd = g->m_rstd + sl * N;
+    b.lse = g->lse + sl * N * d->NH;
+    b.x = g->res + (size_t)l * N * d->C;
+    b.y = g->res + ((size_t)l + 1) * N * d->C;
+    b.xg = t == DT_BF16 ? at(g->xb, sl * N * d->C, t) : (void *)b.x;
+    b.h32 = t == DT_BF16 ? g->hf : (float *)b.h;
+    return b;
+}
+
+static const void *W(const GraphParams *p, size_t off, DType t) { return (const char *)p->w + off * dtype_size(t); }
+
+// Layer l's rotation tables: YaRN's on the full-attention layers when the config has them.
+static void rope_of(const Graph *g, int l, const float **c, const float **s) {
+    const int scaled = g->yarn_cos && model_layer_rope_scaled(&g->cfg, l);
+    *c = scaled ? g->yarn_cos : g->rope_cos;
+    *s = scaled ? g->yarn_sin : g->rope_sin;
+}
+
+// Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
+static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T) {
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const Dims d = dims(&g->cfg, B, T);
+    const DType t = g->t;
+    const LayerOffsets *lw = &g->off.layers[l];
+    const LayerView *nl = &p->norms->layers[l];
+    const LayerBufs b = layer_bufs(g, l, &d);
+    const float eps = (float)g->cfg.rms_eps;
+    const int window = model_layer_window(&g->cfg, l, T);
+    const float *rc, *rs;
+    rope_of(g, l, &rc, &rs);
+    if (t == DT_BF16) o->cast(be, b.xg, t, b.x, (size_t)d.N * d.C);   // x (fp32) -> its bf16 copy
+    o->matmul_forward(be, b.qkv, b.xg, W(p, lw->wqkv, t), t, d.N, d.C, d.QKV);                          // (N, Q+2KV)
+    o->rmsnorm_forward(be, b.q, t, NULL, b.q_rstd, b.qkv, t, nl->q_norm, NULL, d.N, d.Q, d.QKV, d.Q, eps);  // (N, Q)
+    o->rmsnorm_forward(be, b.k, t, NULL, b.k_rstd, at(b.qkv, d.Q, t), t, nl->k_norm, NULL, d.N, d.KV, d.QKV, d.KV,
+                       eps);                                                                             // (N, KV)
+    o->copy_cols(be, b.v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                             // (N, KV)
+    o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
+    o->rope_forward(be, b.k, t, rc, rs, B, T, d.NKV, d.D);
+    o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
+    o->matmul_forward(be, b.ao, b.att, W(p, lw->wo, t), t, d.N, d.Q, d.C);                              // (N, C)
+    o->rmsnorm_forward(be, b.h32, DT_F32, t == DT_BF16 ? b.h : NULL, b.a_rstd, b.ao, t, nl->attn_norm, b.x, d.N, d.C,
+                       d.C, d.C, eps);                                                                   // h = x + norm(a)
+    o->matmul_forward(be, b.gu, b.h, W(p, lw->wgu, t), t, d.N, d.C, 2 * d.H);                           // (N, 2H)
+    o->swiglu_forward(be, b.act, b.gu, t, d.N, d.H);                                                     // (N, H)
+    o->matmul_forward(be, b.mo, b.act, W(p, lw->wdown, t), t, d.N, d.H, d.C);                           // (N, C)
+    o->rmsnorm_forward(be, b.y, DT_F32, NULL, b.m_rstd, b.mo, t, nl->mlp_norm, b.h32, d.N, d.C, d.C, d.C,
+                       eps);                                                                             // y = h + norm(m)
+}
+
+// Backward of block l: dres holds dL/dy on entry and dL/dx on return; the block's weight
+// gradients are written (or added with p->acc).
+static void block_backward(Graph *g, const GraphParams *p, int l, int B, int T) {
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const Dims d = dims(&g->cfg, B, T);
+    const DType t = g->t;
+    const LayerOffsets *lw = &g->off.layers[l];
+    const LayerView *nl = &p->norms->layers[l];
+    const LayerBufs b = layer_bufs(g, l, &d);
+    const int window = model_layer_window(&g->cfg, l, T), acc = p->acc;
+    float *gr = p->grad;
+    const float *rc, *rs;
+    rope_of(g, l, &rc, &rs);
+    // y = h + norm_mlp(m): dh = dy (kept in dres), dm via the norm
+    o->rmsnorm_backward(be, g->dm, t, gr + lw->mlp_norm, acc, g->dres, DT_F32, b.mo, t, nl->mlp_norm, b.m_rstd, d.N,
+                        d.C, d.C, d.C, d.C);
+    o->matmul_backward(be, g->dact, t, gr + lw->wdown, g->dm, b.act, W(p, lw->wdown, t), t, d.N, d.H, d.C, 0, acc);
+    o->swiglu_backward(be, g->dgu, g->dact, b.gu, t, d.N, d.H);
+    o->matmul_backward(be, g->dres, DT_F32, gr + lw->wgu, g->dgu, b.h, W(p, lw->wgu, t), t, d.N, d.C, 2 * d.H, 1,
+                       acc);   // dres = dh
+    // h = x + norm_attn(a): dx = dh (kept in dres), da via the norm
+    o->rmsnorm_backward(be, g->da, t, gr + lw->attn_norm, acc, g->dres, DT_F32, b.ao, t, nl->attn_norm, b.a_rstd, d.N,
+                        d.C, d.C, d.C, d.C);
+    o->matmul_backward(be, g->datt, t, gr + lw->wo, g->da, b.att, W(p, lw->wo, t), t, d.N, d.Q, d.C, 0, acc);
+    o->attention_backward(be, g->dq, g->dk, g->dv, g->datt, b.q, b.k, b.v, b.att, b.lse, t, B, T, d.NH, d.NKV, d.D,
+                          window, g->doc);
+    o->rope_backward(be, g->dq, t, rc, rs, B, T, d.NH, d.D);
+    o->rope_backward(be, g->dk, t, rc, rs, B, T, d.NKV, d.D);
+    o->rmsnorm_backward(be, g->dqkv, t, gr + lw->q_norm, acc, g->dq, t, b.qkv, t, nl->q_norm, b.q_rstd, d.N, d.Q, d.Q,
+                        d.QKV, d.QKV);
+    o->rmsnorm_backward(be, at(g->dqkv, d.Q, t), t, gr + lw->k_norm, acc, g->dk, t, at(b.qkv, d.Q, t), t, nl->k_norm,
+                        b.k_rstd, d.N, d.KV, d.KV, d.QKV, d.QKV);
+    o->copy_cols(be, g->dqkv, g->dv, t, d.N, d.KV, d.QKV, d.Q + d.KV, d.KV, 0);
+    o->matmul_backward(be, g->dres, DT_F32, gr + lw->wqkv, g->dqkv, b.xg, W(p, lw->wqkv, t), t, d.N, d.C, d.QKV, 1,
+                       acc);   // dres = dx
+}
+
+// ---- the micro-batch -------------------------------------------------------------------------
+// Evaluation: only positions with a target need the LM head. Multiple-choice scoring masks
+// whole contexts, so those rows are gathered first (order kept: the same sums as over all rows).
+static LossSums eval_head(Graph *g, const GraphParams *p, const int32_t *targets, int N, float z_coef,
+                          float inv_count, float *tok_ce) {
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const ModelConfig *c = &g->cfg;
+    int32_t *pos = g->host_i32, *tc = g->host_i32 + N;
+    int nv = 0;
+    for (int n = 0; n < N; n++)
+        if (targets[n] >= 0) {
+            tc[nv] = targets[n];
+            pos[nv++] = n;
+        }
+    o->gather_rows(be, g->dxf, g->xf, g->t, pos, nv, c->d_model);
+    o->upload(be, g->tgt, tc, sizeof(int32_t) * nv);
+    float *ce_c = tok_ce ? xmalloc(sizeof(float) * (nv ? nv : 1)) : NULL;
+    LossSums sums = o->lmhead_loss(be, NULL, NULL, 0, g->dxf, W(p, g->off.lm_head, g->t), g->t, g->tgt, nv, c->d_model,
+                                   c->padded_vocab, z_coef, inv_count, NULL, ce_c);
+    if (tok_ce) {
+        memset(tok_ce, 0, sizeof(float) * N);
+        for (int i = 0; i < nv; i++) tok_ce[pos[i]] = ce_c[i];
+        free(ce_c);
+    }
+    return sums;
+}
+
+LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
+                                int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
+    if (B > g->max_B || T > g->max_T)
+        die("model: micro-batch (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, g->max_B, g->max_T);
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const ModelConfig *c = &g->cfg;
+    const Dims d = dims(c, B, T);
+    const size_t N = (size_t)d.N;
+    const DType t = g->t;
+    o->upload(be, g->tok, inputs, sizeof(int32_t) * N);
+    if (g->doc) {   // each token's document start, from the EOS tokens of the inputs (model/docmask.h)
+        doc_starts_from_tokens(inputs, B, T, c->eos_id, g->host_i32);   // (B, T)
+        o->upload(be, g->doc, g->host_i32, sizeof(int32_t) * N);
+    }
+
+    // ---- forward ----
+    o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, d.N, d.C);   // (N, C)
+    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T);
+    float *xL = g->res + (size_t)d.L * N * d.C;
+    o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
+                       (float)c->rms_eps);
+    if (!p->grad && !logits_out) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
+    o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
+    float *gr = p->grad;
+    LossSums sums = o->lmhead_loss(be, gr ? g->dxf : NULL, gr ? gr + g->off.lm_head : NULL, p->acc, g->xf,
+                                   W(p, g->off.lm_head, t), t, g->tgt, d.N, d.C, c->padded_vocab, z_coef, inv_count,
+                                   logits_out, tok_ce);
+    if (!gr) return sums;
+
+    // ---- backward ----
+    o->rmsnorm_backward(be, g->dres, DT_F32, gr + g->off.final_norm, p->acc, g->dxf, t, xL, DT_F32,
+                        p->norms->final_norm, g->xf_rstd, d.N, d.C, d.C, d.C, d.C);
+    for (int l = d.L - 1; l >= 0; l--) {
+        // Recompute: the block's activations again, bitwise the same (slot 0 still holds the
+        // last block's from the forward).
+        if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T);
+        block_backward(g, p, l, B, T);
+    }
+    float *gE = gr + g->off.embed;
+    if (!p->acc) o->zero(be, gE, sizeof(float) * (size_t)c->padded_vocab * d.C);
+    o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);
+    return sums;
+}

@@ -1,0 +1,79 @@
+// graph.h: the OLMo 3 model written once, over the op-level backend interface
+// (kernels/ops.h): the forward and backward of one micro-batch, recompute, in-place
+// micro-batch accumulation and the evaluation forward, on whichever backend owns the
+// buffers (the CPU's Model in model.c, the CUDA backend in kernels/cuda/model.cu):
+//   qkv = x Wqkv^T; q = rope(norm_q(qkv_q)); k = rope(norm_k(qkv_k)); v = qkv_v
+//   att = attention(q, k, v) (causal, window on sliding layers, optionally within the
+//   token's document); a = att Wo^T. Full layers use the YaRN tables when cfg.rope_scaling.
+//   h = x + norm_attn(a); m = Wdown(silu(Wgate h) * Wup h); y = h + norm_mlp(m)
+// then the final norm and the fused LM head + loss (OLMO3.md s.1).
+// Types: the residual stream, row statistics and gradients are fp32; the other activations
+// and the compute weights are of the backend's activation type (fp32, or bf16 on CUDA).
+// The activations are allocated once, through the backend, for a maximum (B, T); the
+// memory plan (graph_plan_bytes) is the same allocation walked with a counter.
+#ifndef OLMO_GRAPH_H
+#define OLMO_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/params.h"
+
+typedef struct {
+    OpsBackend *be;
+    ModelConfig cfg;
+    ModelOffsets off;     // tensor offsets of the flat table (weights and gradients)
+    int max_B, max_T;
+    int recompute;        // 1: keep each block's input only, recompute its forward before its backward
+    DType t;              // be->act
+    size_t bytes;         // allocated through be
+    // activations (device), (max_B * max_T) rows; per-layer buffers hold L slots, or 1 with recompute
+    float *res;           // (L+1, N, C) residual stream: res[0] embeddings, res[l+1] block l's output
+    float *hf;            // (N, C) fp32 h of the block being computed (bf16 only; fp32 keeps h in mid)
+    void *xb;             // (Ls, N, C) the bf16 GEMM operand of each block's input (bf16 only)
+    void *mid;            // (Ls, N, C) h = x + norm(attn out)
+    void *qkv;            // (Ls, N, Q+2KV) fused projection before QK-norm
+    void *q, *k, *v;      // (Ls, N, Q), (Ls, N, KV) x2: after QK-norm + RoPE
+    void *att;            // (Ls, N, Q) attention output
+    void *ao;             // (Ls, N, C) o_proj output
+    void *gu, *act, *mo;  // (Ls, N, 2H), (Ls, N, H), (Ls, N, C)
+    void *xf;             // (N, C) after the final norm
+    float *q_rstd, *k_rstd, *a_rstd, *m_rstd;   // (Ls, N)
+    float *lse;           // (Ls, B, NH, T)
+    float *xf_rstd;       // (N)
+    // backward scratch
+    float *dres;          // (N, C) residual gradient
+    void *dxf, *da, *datt, *dq, *dk, *dv, *dqkv, *dgu, *dact, *dm;
+    float *rope_cos, *rope_sin, *yarn_cos, *yarn_sin;   // (max_T, D/2); yarn_* NULL without YaRN
+    int32_t *tok, *tgt, *doc;   // (N) on the device; doc NULL without the document mask
+    int32_t *host_i32;    // (2N) host scratch: document starts, eval row positions
+    void *bufs[48];       // every allocation, for graph_free
+    int nbufs;
+} Graph;
+
+// The weights a call reads and the gradient it writes.
+typedef struct {
+    const void *w;          // the whole table in the compute type (the offsets of off)
+    const ModelView *norms; // fp32 norm weights: only q_norm, k_norm, attn_norm, mlp_norm, final_norm are read
+    float *grad;            // the whole table's fp32 gradient, or NULL (forward only)
+    int acc;                // 1: add this micro-batch's gradient to grad instead of writing it
+} GraphParams;
+
+// Allocate the activations for (max_B, max_T) on be and compute the RoPE tables. 0, or -1
+// when the backend is out of memory (everything allocated so far is freed).
+int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
+               int recompute);
+void graph_free(Graph *g);
+// Bytes graph_init allocates for these sizes (no backend needed).
+size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute);
+
+// One micro-batch: inputs, targets (B, T) on the host, targets < 0 masked. Returns the
+// loss sums. With p->grad also the backward of loss = (ce + z_coef * z) * inv_count.
+// logits_out (B*T, Vp) and tok_ce (B*T) are optional host outputs. Without a gradient or
+// logits, only the rows with a target go through the LM head (evaluation).
+LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
+                                int T, float z_coef, float inv_count, float *logits_out, float *tok_ce);
+
+#endif
