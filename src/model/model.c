@@ -3,7 +3,9 @@
 //   att = attention(q, k, v) (causal, window on sliding layers, optionally within the
 //   token's document); a = att Wo^T. Full layers use the YaRN tables when cfg.rope_scaling.
 //   h = x + norm_attn(a); m = Wdown(silu(Wgate h) * Wup h); y = h + norm_mlp(m)
-// then the final norm and the fused LM head + loss.
+// then the final norm and the fused LM head + loss. block_forward is the one copy of the
+// block's forward: the training forward runs it over a micro-batch, the KV-cache forward
+// (kv.c) over new tokens against cached keys and values.
 #include "model/model.h"
 
 #include <stdlib.h>
@@ -31,13 +33,32 @@ static Dims dims(const ModelConfig *c, int B, int T) {
     return d;
 }
 
+// The BlockActs buffers and their floats per row, in one list: allocation, a layer's
+// view, freeing and the memory estimate all walk it. c NULL: the pointers only (w unset).
+enum { BLOCK_NBUF = 13 };
+static int block_fields(BlockActs *ba, float **f[BLOCK_NBUF], size_t w[BLOCK_NBUF], const ModelConfig *c) {
+    Dims d = {0};
+    if (c) d = dims(c, 1, 1);
+    int n = 0;
+#define FIELD(name, width) (w[n] = (size_t)(width), f[n++] = &ba->name)
+    FIELD(qkv, d.QKV); FIELD(q_rstd, 1); FIELD(k_rstd, 1); FIELD(q, d.Q); FIELD(att, d.Q); FIELD(lse, d.NH);
+    FIELD(a, d.C); FIELD(a_rstd, 1); FIELD(h, d.C); FIELD(gu, 2 * d.H); FIELD(act, d.H); FIELD(m, d.C);
+    FIELD(m_rstd, 1);
+#undef FIELD
+    return n;
+}
+
 // Per-token float counts of each saved activation and scratch buffer, so that
 // allocation and the memory estimate share one definition.
 static size_t act_floats(const ModelConfig *c, int B, int T) {
     Dims d = dims(c, B, T);
-    // res, mid, a, m (C each); qkv; q, att (Q each); k, v (KV each); lse (NH); gu (2H),
-    // act (H); four rstd rows. Plus one more res slice, xf (C) and xf_rstd.
-    size_t per_layer = 4 * (size_t)d.C + d.QKV + 2 * d.Q + 2 * d.KV + d.NH + 3 * (size_t)d.H + 4;
+    BlockActs ba;
+    float **f[BLOCK_NBUF];
+    size_t w[BLOCK_NBUF], block = 0;
+    for (int i = 0, n = block_fields(&ba, f, w, c); i < n; i++) block += w[i];
+    // Per layer: the block's buffers, its residual slice (C), k and v (KV each). Plus one
+    // more res slice, xf (C) and xf_rstd.
+    size_t per_layer = block + d.C + 2 * (size_t)d.KV;
     return (size_t)d.N * (per_layer * d.L + 2 * (size_t)d.C + 1);
 }
 
@@ -65,6 +86,50 @@ void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     m->max_T = max_T;
 }
 
+void model_rope_create(ModelRope *r, const ModelConfig *c, int n) {
+    const size_t half = (size_t)n * c->head_dim / 2;
+    memset(r, 0, sizeof *r);
+    r->cos = xmalloc_aligned(sizeof(float) * half);
+    r->sin = xmalloc_aligned(sizeof(float) * half);
+    rope_tables(r->cos, r->sin, n, c->head_dim, c->rope_theta, NULL);
+    if (c->rope_scaling.type == ROPE_SCALING_YARN) {
+        r->yarn_cos = xmalloc_aligned(sizeof(float) * half);
+        r->yarn_sin = xmalloc_aligned(sizeof(float) * half);
+        rope_tables(r->yarn_cos, r->yarn_sin, n, c->head_dim, c->rope_theta, &c->rope_scaling);
+    }
+}
+
+void model_rope_free(ModelRope *r) {
+    free(r->cos);
+    free(r->sin);
+    free(r->yarn_cos);
+    free(r->yarn_sin);
+    memset(r, 0, sizeof *r);
+}
+
+void block_acts_alloc(BlockActs *ba, const ModelConfig *c, size_t rows) {
+    float **f[BLOCK_NBUF];
+    size_t w[BLOCK_NBUF];
+    for (int i = 0, n = block_fields(ba, f, w, c); i < n; i++) *f[i] = xmalloc_aligned(sizeof(float) * rows * w[i]);
+}
+
+BlockActs block_acts_at(const BlockActs *all, const ModelConfig *c, size_t r0) {
+    BlockActs v = *all;
+    float **f[BLOCK_NBUF];
+    size_t w[BLOCK_NBUF];
+    for (int i = 0, n = block_fields(&v, f, w, c); i < n; i++) *f[i] += r0 * w[i];
+    return v;
+}
+
+void block_acts_free(BlockActs *ba) {
+    float **f[BLOCK_NBUF];
+    size_t w[BLOCK_NBUF];
+    for (int i = 0, n = block_fields(ba, f, w, NULL); i < n; i++) {
+        free(*f[i]);
+        *f[i] = NULL;
+    }
+}
+
 // Activations, scratch, RoPE tables and the LM-head chunk for (max_B, max_T).
 static void alloc_activations(Model *m) {
     const int max_T = m->max_T;
@@ -73,21 +138,9 @@ static void alloc_activations(Model *m) {
     Activations *a = &m->acts;
     // One allocation per buffer keeps the layout obvious; all are sized for (max_B, max_T).
     a->res = xmalloc_aligned(sizeof(float) * (L + 1) * N * d.C);
-    a->mid = xmalloc_aligned(sizeof(float) * L * N * d.C);
-    a->qkv = xmalloc_aligned(sizeof(float) * L * N * d.QKV);
-    a->q_rstd = xmalloc_aligned(sizeof(float) * L * N);
-    a->k_rstd = xmalloc_aligned(sizeof(float) * L * N);
-    a->q = xmalloc_aligned(sizeof(float) * L * N * d.Q);
+    block_acts_alloc(&a->blk, &m->cfg, L * N);
     a->k = xmalloc_aligned(sizeof(float) * L * N * d.KV);
     a->v = xmalloc_aligned(sizeof(float) * L * N * d.KV);
-    a->att = xmalloc_aligned(sizeof(float) * L * N * d.Q);
-    a->lse = xmalloc_aligned(sizeof(float) * L * N * d.NH);
-    a->a = xmalloc_aligned(sizeof(float) * L * N * d.C);
-    a->a_rstd = xmalloc_aligned(sizeof(float) * L * N);
-    a->gu = xmalloc_aligned(sizeof(float) * L * N * 2 * d.H);
-    a->act = xmalloc_aligned(sizeof(float) * L * N * d.H);
-    a->m = xmalloc_aligned(sizeof(float) * L * N * d.C);
-    a->m_rstd = xmalloc_aligned(sizeof(float) * L * N);
     a->xf = xmalloc_aligned(sizeof(float) * N * d.C);
     a->xf_rstd = xmalloc_aligned(sizeof(float) * N);
     BackwardScratch *s = &m->bw;
@@ -103,14 +156,7 @@ static void alloc_activations(Model *m) {
     s->dact = xmalloc_aligned(sizeof(float) * N * d.H);
     s->dm = xmalloc_aligned(sizeof(float) * N * d.C);
     s->tmp = xmalloc_aligned(sizeof(float) * N * d.C);
-    m->rope_cos = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
-    m->rope_sin = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
-    rope_tables(m->rope_cos, m->rope_sin, max_T, d.D, m->cfg.rope_theta, NULL);
-    if (m->cfg.rope_scaling.type == ROPE_SCALING_YARN) {
-        m->yarn_cos = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
-        m->yarn_sin = xmalloc_aligned(sizeof(float) * (size_t)max_T * d.D / 2);
-        rope_tables(m->yarn_cos, m->yarn_sin, max_T, d.D, m->cfg.rope_theta, &m->cfg.rope_scaling);
-    }
+    model_rope_create(&m->rope, &m->cfg, max_T);
     if (m->cfg.document_mask) m->doc_start = xmalloc(sizeof(int32_t) * N);
     m->lm_chunk = LM_CHUNK;
     m->lm_scratch = xmalloc_aligned(sizeof(float) * (size_t)m->lm_chunk * m->cfg.padded_vocab);
@@ -123,16 +169,15 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
 }
 
 void model_destroy(Model *m) {
-    float **bufs[] = {&m->params, &m->acts.res, &m->acts.mid, &m->acts.qkv, &m->acts.q_rstd, &m->acts.k_rstd,
-                      &m->acts.q, &m->acts.k, &m->acts.v, &m->acts.att, &m->acts.lse, &m->acts.a,
-                      &m->acts.a_rstd, &m->acts.gu, &m->acts.act, &m->acts.m, &m->acts.m_rstd, &m->acts.xf,
-                      &m->acts.xf_rstd, &m->bw.dres, &m->bw.dxf, &m->bw.da, &m->bw.datt, &m->bw.dq, &m->bw.dk,
-                      &m->bw.dv, &m->bw.dqkv, &m->bw.dgu, &m->bw.dact, &m->bw.dm, &m->bw.tmp, &m->rope_cos,
-                      &m->rope_sin, &m->yarn_cos, &m->yarn_sin, &m->lm_scratch};
+    float **bufs[] = {&m->params, &m->acts.res, &m->acts.k, &m->acts.v, &m->acts.xf, &m->acts.xf_rstd, &m->bw.dres,
+                      &m->bw.dxf, &m->bw.da, &m->bw.datt, &m->bw.dq, &m->bw.dk, &m->bw.dv, &m->bw.dqkv, &m->bw.dgu,
+                      &m->bw.dact, &m->bw.dm, &m->bw.tmp, &m->lm_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
     }
+    block_acts_free(&m->acts.blk);
+    model_rope_free(&m->rope);
     free(m->targets_flat);
     free(m->doc_start);
     m->doc_start = NULL;
@@ -150,124 +195,155 @@ static void scatter_cols(float *dst, const float *src, int N, int stride, int co
     for (int n = 0; n < N; n++) memcpy(dst + (size_t)n * stride + col, src + (size_t)n * width, sizeof(float) * width);
 }
 
-LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                                float z_coef, float inv_count, float *grads, float *logits_out,
-                                float *tok_ce) {
-    if (B > m->max_B || T > m->max_T) die("model_forward_backward: (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, m->max_B, m->max_T);
-    if (!m->acts.res) alloc_activations(m);   // model_create_lazy: on first use
-    const ModelConfig *c = &m->cfg;
+// Layer l's RoPE tables, from position p0 on: rope_forward rotates row t by table row t,
+// so offsetting the tables puts new rows at their absolute positions.
+static void layer_rope(const ModelRope *r, const ModelConfig *c, int l, int p0, const float **cos_t,
+                       const float **sin_t) {
+    const int scaled = model_layer_rope_scaled(c, l);
+    const size_t off = (size_t)p0 * c->head_dim / 2;
+    *cos_t = (scaled ? r->yarn_cos : r->cos) + off;
+    *sin_t = (scaled ? r->yarn_sin : r->sin) + off;
+}
+
+void block_forward(float *y, const float *x, const ModelConfig *c, const ModelView *w, int l, const BlockActs *ba,
+                   const AttnCtx *ctx) {
+    const int B = ctx->B, T = ctx->T, p0 = ctx->p0;
+    if (p0 > 0 && B != 1) die("block_forward: cached positions (p0 = %d) need B = 1, got B = %d", p0, B);
     const Dims d = dims(c, B, T);
     const size_t N = (size_t)d.N;
     const float eps = (float)c->rms_eps;
-    Activations *a = &m->acts;
-    ModelView *w = &m->w;
+    const LayerView *lw = &w->layers[l];
+    const int window = model_layer_window(c, l, p0 + T);   // full layers: every earlier position
+    const float *rcos, *rsin;
+    layer_rope(ctx->rope, c, l, p0, &rcos, &rsin);
+    float *k = ctx->k + (size_t)p0 * d.KV, *v = ctx->v + (size_t)p0 * d.KV;   // the new rows' keys, values
 
+    matmul_forward(ba->qkv, x, lw->wqkv, d.N, d.C, d.QKV);                                 // (N, Q+2KV)
+    rmsnorm_forward(ba->q, ba->q_rstd, ba->qkv, lw->q_norm, d.N, d.Q, d.QKV, d.Q, eps);     // (N, Q)
+    rmsnorm_forward(k, ba->k_rstd, ba->qkv + d.Q, lw->k_norm, d.N, d.KV, d.QKV, d.KV, eps);  // (N, KV)
+    gather_cols(v, ba->qkv, d.N, d.QKV, d.Q + d.KV, d.KV);                                   // (N, KV)
+    rope_forward(ba->q, rcos, rsin, B, T, d.NH, d.D);
+    rope_forward(k, rcos, rsin, B, T, d.NKV, d.D);
+    attention_forward_kv(ba->att, ba->lse, ba->q, ctx->k, ctx->v, B, T, p0, d.NH, d.NKV, d.D, window,
+                         ctx->doc_start);                                                     // (B, T, NH, D)
+    matmul_forward(ba->a, ba->att, lw->wo, d.N, d.Q, d.C);                                   // (N, C)
+    // The norms write into h and y, and the residual is added in place: no scratch, and
+    // y may alias x (x is last read by the first residual).
+    rmsnorm_forward(ba->h, ba->a_rstd, ba->a, lw->attn_norm, d.N, d.C, d.C, d.C, eps);
+    residual_forward(ba->h, x, ba->h, N * d.C);                                              // h = x + norm(a)
+    matmul_forward(ba->gu, ba->h, lw->wgu, d.N, d.C, 2 * d.H);                               // (N, 2H)
+    swiglu_forward(ba->act, ba->gu, d.N, d.H);                                               // (N, H)
+    matmul_forward(ba->m, ba->act, lw->wdown, d.N, d.H, d.C);                                // (N, C)
+    rmsnorm_forward(y, ba->m_rstd, ba->m, lw->mlp_norm, d.N, d.C, d.C, d.C, eps);
+    residual_forward(y, ba->h, y, N * d.C);                                                  // y = h + norm(m)
+}
+
+// Embedding, the blocks and the final norm over a micro-batch, saving what backward needs.
+static void model_forward(Model *m, const int32_t *inputs, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    const Dims d = dims(c, B, T);
+    const size_t N = (size_t)d.N;
+    Activations *a = &m->acts;
     // Document mask: each token's document start, from the EOS tokens of the inputs.
     const int32_t *doc_start = NULL;
     if (c->document_mask) {
         doc_starts_from_tokens(inputs, B, T, c->eos_id, m->doc_start);   // (B, T)
         doc_start = m->doc_start;
     }
-
-    // ---- forward ----
-    embedding_forward(a->res, inputs, w->embed, d.N, d.C);  // (N, C)
+    embedding_forward(a->res, inputs, m->w.embed, d.N, d.C);  // (N, C)
     for (int l = 0; l < d.L; l++) {
-        const LayerView *lw = &w->layers[l];
-        const int window = model_layer_window(c, l, T);
-        const int scaled = model_layer_rope_scaled(c, l);
-        const float *rcos = scaled ? m->yarn_cos : m->rope_cos, *rsin = scaled ? m->yarn_sin : m->rope_sin;
-        float *x = a->res + l * N * d.C, *y = a->res + (l + 1) * N * d.C;
-        float *qkv = a->qkv + l * N * d.QKV;
-        float *q = a->q + l * N * d.Q, *k = a->k + l * N * d.KV, *v = a->v + l * N * d.KV;
-        float *att = a->att + l * N * d.Q, *lse = a->lse + l * N * d.NH;
-        float *ao = a->a + l * N * d.C, *h = a->mid + l * N * d.C;
-        float *gu = a->gu + l * N * 2 * d.H, *act = a->act + l * N * d.H, *mo = a->m + l * N * d.C;
-        float *tmp = m->bw.tmp;
-
-        matmul_forward(qkv, x, lw->wqkv, d.N, d.C, d.QKV);                                   // (N, Q+2KV)
-        rmsnorm_forward(q, a->q_rstd + l * N, qkv, lw->q_norm, d.N, d.Q, d.QKV, d.Q, eps);       // (N, Q)
-        rmsnorm_forward(k, a->k_rstd + l * N, qkv + d.Q, lw->k_norm, d.N, d.KV, d.QKV, d.KV, eps);  // (N, KV)
-        gather_cols(v, qkv, d.N, d.QKV, d.Q + d.KV, d.KV);                                     // (N, KV)
-        rope_forward(q, rcos, rsin, B, T, d.NH, d.D);
-        rope_forward(k, rcos, rsin, B, T, d.NKV, d.D);
-        attention_forward(att, lse, q, k, v, B, T, d.NH, d.NKV, d.D, window, doc_start);       // (B, T, NH, D)
-        matmul_forward(ao, att, lw->wo, d.N, d.Q, d.C);                                        // (N, C)
-        rmsnorm_forward(tmp, a->a_rstd + l * N, ao, lw->attn_norm, d.N, d.C, d.C, d.C, eps);
-        residual_forward(h, x, tmp, N * d.C);                                                  // h = x + norm(a)
-        matmul_forward(gu, h, lw->wgu, d.N, d.C, 2 * d.H);                                     // (N, 2H)
-        swiglu_forward(act, gu, d.N, d.H);                                                     // (N, H)
-        matmul_forward(mo, act, lw->wdown, d.N, d.H, d.C);                                     // (N, C)
-        rmsnorm_forward(tmp, a->m_rstd + l * N, mo, lw->mlp_norm, d.N, d.C, d.C, d.C, eps);
-        residual_forward(y, h, tmp, N * d.C);                                                  // y = h + norm(m)
+        const BlockActs ba = block_acts_at(&a->blk, c, l * N);
+        const AttnCtx ctx = {B, T, 0, a->k + l * N * d.KV, a->v + l * N * d.KV, doc_start, &m->rope};
+        block_forward(a->res + (l + 1) * N * d.C, a->res + l * N * d.C, c, &m->w, l, &ba, &ctx);   // (N, C)
     }
     float *xL = a->res + (size_t)d.L * N * d.C;
-    rmsnorm_forward(a->xf, a->xf_rstd, xL, w->final_norm, d.N, d.C, d.C, d.C, eps);
+    rmsnorm_forward(a->xf, a->xf_rstd, xL, m->w.final_norm, d.N, d.C, d.C, d.C, (float)c->rms_eps);
+}
 
-    if (!grads && !logits_out) {
-        // Evaluation: only positions with a target need the LM head. Multiple-choice
-        // scoring masks whole contexts, so compact those rows first (order kept, so the
-        // sums are the same as over the full rows).
-        float *xc = m->bw.dxf;   // free during a forward-only call
-        int32_t *tc = m->targets_flat;
-        int *pos = (int *)m->bw.tmp;
-        int nv = 0;
-        for (int n = 0; n < d.N; n++)
-            if (targets[n] >= 0) {
-                memcpy(xc + (size_t)nv * d.C, a->xf + (size_t)n * d.C, sizeof(float) * d.C);
-                tc[nv] = targets[n];
-                pos[nv++] = n;
-            }
-        float *ce_c = tok_ce ? m->bw.da : NULL;
-        LossSums sums = lmhead_loss_forward_backward(NULL, NULL, xc, w->lm_head, tc, nv, d.C, c->padded_vocab, z_coef,
-                                                     inv_count, m->lm_scratch, m->lm_chunk, NULL, ce_c);
-        if (tok_ce) {
-            memset(tok_ce, 0, sizeof(float) * N);
-            for (int i = 0; i < nv; i++) tok_ce[pos[i]] = ce_c[i];
+// Evaluation: only positions with a target need the LM head. Multiple-choice scoring masks
+// whole contexts, so compact those rows first (order kept, so the sums are the same as over
+// the full rows).
+static LossSums eval_head(Model *m, const int32_t *targets, int N, float z_coef, float inv_count, float *tok_ce) {
+    const int C = m->cfg.d_model;
+    float *xc = m->bw.dxf;   // free during a forward-only call
+    int32_t *tc = m->targets_flat;
+    int *pos = (int *)m->bw.tmp;
+    int nv = 0;
+    for (int n = 0; n < N; n++)
+        if (targets[n] >= 0) {
+            memcpy(xc + (size_t)nv * C, m->acts.xf + (size_t)n * C, sizeof(float) * C);
+            tc[nv] = targets[n];
+            pos[nv++] = n;
         }
-        return sums;
+    float *ce_c = tok_ce ? m->bw.da : NULL;
+    LossSums sums = lmhead_loss_forward_backward(NULL, NULL, xc, m->w.lm_head, tc, nv, C, m->cfg.padded_vocab, z_coef,
+                                                 inv_count, m->lm_scratch, m->lm_chunk, NULL, ce_c);
+    if (tok_ce) {
+        memset(tok_ce, 0, sizeof(float) * (size_t)N);
+        for (int i = 0; i < nv; i++) tok_ce[pos[i]] = ce_c[i];
     }
-    ModelView gw;
-    if (grads) model_view(&gw, &m->table, c, grads);
-    LossSums sums = lmhead_loss_forward_backward(grads ? m->bw.dxf : NULL, grads ? gw.lm_head : NULL, a->xf,
-                                                 w->lm_head, targets, d.N, d.C, c->padded_vocab, z_coef,
-                                                 inv_count, m->lm_scratch, m->lm_chunk, logits_out, tok_ce);
-    if (!grads) return sums;
+    return sums;
+}
 
-    // ---- backward ----
+// Backward of the final norm and the blocks (the LM head's left dxf in bw.dxf), then the
+// embedding; every gradient in gw overwritten.
+static void model_backward(Model *m, const ModelView *gw, const int32_t *inputs, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    const Dims d = dims(c, B, T);
+    const size_t N = (size_t)d.N;
+    Activations *a = &m->acts;
     BackwardScratch *s = &m->bw;
+    const ModelView *w = &m->w;
+    const int32_t *doc_start = c->document_mask ? m->doc_start : NULL;   // set by model_forward
     float *dres = s->dres;  // gradient w.r.t. the residual stream, walking down the layers
-    rmsnorm_backward(dres, gw.final_norm, s->dxf, xL, w->final_norm, a->xf_rstd, d.N, d.C, d.C, d.C, d.C);
+    float *xL = a->res + (size_t)d.L * N * d.C;
+    rmsnorm_backward(dres, gw->final_norm, s->dxf, xL, w->final_norm, a->xf_rstd, d.N, d.C, d.C, d.C, d.C);
     for (int l = d.L - 1; l >= 0; l--) {
         const LayerView *lw = &w->layers[l];
-        LayerView *lg = &gw.layers[l];
+        const LayerView *lg = &gw->layers[l];
         const int window = model_layer_window(c, l, T);
-        const int scaled = model_layer_rope_scaled(c, l);
-        const float *rcos = scaled ? m->yarn_cos : m->rope_cos, *rsin = scaled ? m->yarn_sin : m->rope_sin;
+        const float *rcos, *rsin;
+        layer_rope(&m->rope, c, l, 0, &rcos, &rsin);
+        const BlockActs ba = block_acts_at(&a->blk, c, l * N);
         float *x = a->res + l * N * d.C;
-        float *qkv = a->qkv + l * N * d.QKV;
-        float *q = a->q + l * N * d.Q, *k = a->k + l * N * d.KV, *v = a->v + l * N * d.KV;
-        float *att = a->att + l * N * d.Q, *lse = a->lse + l * N * d.NH;
-        float *ao = a->a + l * N * d.C, *h = a->mid + l * N * d.C;
-        float *gu = a->gu + l * N * 2 * d.H, *act = a->act + l * N * d.H, *mo = a->m + l * N * d.C;
+        float *k = a->k + l * N * d.KV, *v = a->v + l * N * d.KV;
 
         // y = h + norm_mlp(m): dh = dy (kept in dres), dm via the norm
-        rmsnorm_backward(s->dm, lg->mlp_norm, dres, mo, lw->mlp_norm, a->m_rstd + l * N, d.N, d.C, d.C, d.C, d.C);
-        matmul_backward(s->dact, lg->wdown, s->dm, act, lw->wdown, d.N, d.H, d.C, 0, 0);
-        swiglu_backward(s->dgu, s->dact, gu, d.N, d.H);
-        matmul_backward(dres, lg->wgu, s->dgu, h, lw->wgu, d.N, d.C, 2 * d.H, 1, 0);  // dres = dh
+        rmsnorm_backward(s->dm, lg->mlp_norm, dres, ba.m, lw->mlp_norm, ba.m_rstd, d.N, d.C, d.C, d.C, d.C);
+        matmul_backward(s->dact, lg->wdown, s->dm, ba.act, lw->wdown, d.N, d.H, d.C, 0, 0);
+        swiglu_backward(s->dgu, s->dact, ba.gu, d.N, d.H);
+        matmul_backward(dres, lg->wgu, s->dgu, ba.h, lw->wgu, d.N, d.C, 2 * d.H, 1, 0);  // dres = dh
         // h = x + norm_attn(a): dx = dh (kept in dres), da via the norm
-        rmsnorm_backward(s->da, lg->attn_norm, dres, ao, lw->attn_norm, a->a_rstd + l * N, d.N, d.C, d.C, d.C, d.C);
-        matmul_backward(s->datt, lg->wo, s->da, att, lw->wo, d.N, d.Q, d.C, 0, 0);
-        attention_backward(s->dq, s->dk, s->dv, s->datt, q, k, v, att, lse, B, T, d.NH, d.NKV, d.D, window, doc_start);
+        rmsnorm_backward(s->da, lg->attn_norm, dres, ba.a, lw->attn_norm, ba.a_rstd, d.N, d.C, d.C, d.C, d.C);
+        matmul_backward(s->datt, lg->wo, s->da, ba.att, lw->wo, d.N, d.Q, d.C, 0, 0);
+        attention_backward(s->dq, s->dk, s->dv, s->datt, ba.q, k, v, ba.att, ba.lse, B, T, d.NH, d.NKV, d.D, window,
+                           doc_start);
         rope_backward(s->dq, rcos, rsin, B, T, d.NH, d.D);
         rope_backward(s->dk, rcos, rsin, B, T, d.NKV, d.D);
-        rmsnorm_backward(s->dqkv, lg->q_norm, s->dq, qkv, lw->q_norm, a->q_rstd + l * N, d.N, d.Q, d.Q, d.QKV, d.QKV);
-        rmsnorm_backward(s->dqkv + d.Q, lg->k_norm, s->dk, qkv + d.Q, lw->k_norm, a->k_rstd + l * N, d.N, d.KV,
-                         d.KV, d.QKV, d.QKV);
+        rmsnorm_backward(s->dqkv, lg->q_norm, s->dq, ba.qkv, lw->q_norm, ba.q_rstd, d.N, d.Q, d.Q, d.QKV, d.QKV);
+        rmsnorm_backward(s->dqkv + d.Q, lg->k_norm, s->dk, ba.qkv + d.Q, lw->k_norm, ba.k_rstd, d.N, d.KV, d.KV,
+                         d.QKV, d.QKV);
         scatter_cols(s->dqkv, s->dv, d.N, d.QKV, d.Q + d.KV, d.KV);
         matmul_backward(dres, lg->wqkv, s->dqkv, x, lw->wqkv, d.N, d.C, d.QKV, 1, 0);  // dres = dx
     }
-    memset(gw.embed, 0, sizeof(float) * (size_t)c->padded_vocab * d.C);
-    embedding_backward(gw.embed, dres, inputs, d.N, d.C);
+    memset(gw->embed, 0, sizeof(float) * (size_t)c->padded_vocab * d.C);
+    embedding_backward(gw->embed, dres, inputs, d.N, d.C);
+}
+
+LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                float z_coef, float inv_count, float *grads, float *logits_out,
+                                float *tok_ce) {
+    if (B > m->max_B || T > m->max_T) die("model_forward_backward: (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, m->max_B, m->max_T);
+    if (!m->acts.res) alloc_activations(m);   // model_create_lazy: on first use
+    const ModelConfig *c = &m->cfg;
+    const int N = B * T;
+    model_forward(m, inputs, B, T);
+    if (!grads && !logits_out) return eval_head(m, targets, N, z_coef, inv_count, tok_ce);
+    ModelView gw;
+    if (grads) model_view(&gw, &m->table, c, grads);
+    LossSums sums = lmhead_loss_forward_backward(grads ? m->bw.dxf : NULL, grads ? gw.lm_head : NULL, m->acts.xf,
+                                                 m->w.lm_head, targets, N, c->d_model, c->padded_vocab, z_coef,
+                                                 inv_count, m->lm_scratch, m->lm_chunk, logits_out, tok_ce);
+    if (grads) model_backward(m, &gw, inputs, B, T);
     return sums;
 }

@@ -10,20 +10,57 @@
 #include "model/config.h"
 #include "model/params.h"
 
+// ---- one OLMo 3 block, shared by the training forward and the KV-cache forward (kv.h) ----
+
+// A block's intermediates for its N = B*T new rows. The training forward points them at
+// layer l's saved activations (the backward reads them); the KV-cache forward at scratch
+// that every layer reuses.
+typedef struct {
+    float *qkv;              // (N, Q+2KV) fused projection before QK-norm
+    float *q_rstd, *k_rstd;  // (N)
+    float *q;                // (N, Q) after QK-norm + RoPE
+    float *att;              // (N, Q) attention output (heads concatenated)
+    float *lse;              // (B, NH, T)
+    float *a;                // (N, C) o_proj output (before post-attention norm)
+    float *a_rstd;           // (N)
+    float *h;                // (N, C) x + norm_attn(a)
+    float *gu;               // (N, 2H)
+    float *act;              // (N, H)
+    float *m;                // (N, C) down_proj output (before post-feedforward norm)
+    float *m_rstd;           // (N)
+} BlockActs;
+
+// RoPE tables for positions 0..n-1: plain ones, and cfg.rope_scaling's for full layers.
+typedef struct {
+    float *cos, *sin;            // (n, head_dim/2)
+    float *yarn_cos, *yarn_sin;  // (n, head_dim/2) with YaRN scaling; else NULL
+} ModelRope;
+
+// Where a block's attention gets its keys and values. The B sequences' T new rows sit at
+// positions p0..p0+T-1 (training: p0 = 0, the micro-batch itself; generation: p0 = the
+// cache length) and attend to positions 0..p0+T-1 under the causal, window and document
+// rules. The block writes the new rows' keys and values at rows p0.. of k and v.
+typedef struct {
+    int B, T, p0;                // p0 > 0 needs B = 1 (new rows of one sequence are contiguous)
+    float *k, *v;                // (B, p0+T, NKV, D) after k-norm + RoPE, and V
+    const int32_t *doc_start;    // (B, p0+T) each position's document start, or NULL (no mask)
+    const ModelRope *rope;       // tables covering positions 0..p0+T-1
+} AttnCtx;
+
+// y (N, C) = block l of x (N, C) (the formula at the top of model.c); y may alias x.
+void block_forward(float *y, const float *x, const ModelConfig *c, const ModelView *w, int l, const BlockActs *ba,
+                   const AttnCtx *ctx);
+// Every BlockActs buffer for `rows` rows, and its view at row r0 (a layer's slice).
+void block_acts_alloc(BlockActs *ba, const ModelConfig *c, size_t rows);
+BlockActs block_acts_at(const BlockActs *all, const ModelConfig *c, size_t r0);
+void block_acts_free(BlockActs *ba);
+void model_rope_create(ModelRope *r, const ModelConfig *c, int n);
+void model_rope_free(ModelRope *r);
+
 typedef struct {
     float *res;         // (L+1, N, C) residual stream: res[0] = embeddings, res[l+1] = block l output
-    float *mid;         // (L, N, C) h = x + norm(attn out)
-    float *qkv;         // (L, N, Q+2KV) fused projection before QK-norm
-    float *q_rstd, *k_rstd;  // (L, N)
-    float *q, *k, *v;   // (L, N, Q), (L, N, KV) x2: after QK-norm + RoPE
-    float *att;         // (L, N, Q) attention output (heads concatenated)
-    float *lse;         // (L, B, NH, T)
-    float *a;           // (L, N, C) o_proj output (before post-attention norm)
-    float *a_rstd;      // (L, N)
-    float *gu;          // (L, N, 2H)
-    float *act;         // (L, N, H)
-    float *m;           // (L, N, C) down_proj output (before post-feedforward norm)
-    float *m_rstd;      // (L, N)
+    BlockActs blk;      // every buffer (L, N, ...): layer l's at row l*N (block_acts_at)
+    float *k, *v;       // (L, N, KV) after k-norm + RoPE, and V
     float *xf;          // (N, C) after the final norm
     float *xf_rstd;     // (N)
 } Activations;
@@ -40,8 +77,7 @@ typedef struct {
     int max_B, max_T;
     Activations acts;
     BackwardScratch bw;
-    float *rope_cos, *rope_sin;   // (max_T, head_dim/2) plain RoPE
-    float *yarn_cos, *yarn_sin;   // (max_T, head_dim/2) cfg.rope_scaling's tables for full layers; NULL when none
+    ModelRope rope;     // (max_T) tables
     int32_t *doc_start;           // (max_B, max_T) per-token document start when cfg.document_mask; else NULL
     float *lm_scratch;  // (lm_chunk, Vp)
     int lm_chunk;
