@@ -777,7 +777,8 @@ static void test_determinism(void) {
 // relative (both are fp32 sums of the same <= p0+Tn products; only the query-block cut,
 // and with it the sgemm's key count, differs, a few u); when p0 is a multiple of the
 // 64-row query block the blocks coincide and the rows must be bitwise equal. Reference 2:
-// the double reference over all positions, within TOL_FWD.
+// the double reference over all positions, within TOL_FWD. Decode cases (T = 1, p0 > 0) take
+// the kernel's sgemv path.
 #define TOL_KV 1e-6
 static void test_attention_kv(const char *what, int B, int p0, int Tn, int NH, int NKV, int D, int window,
                               int mean_doc) {
@@ -848,6 +849,11 @@ static void test_attention_kv_all(void) {
         det_check("attention kv fwd B=1 p0=90 T=77 NH=6 NKV=2 D=16 win=40 docmask", ak_det, &c,
                   sizeof(float) * (77 * 6 * 16 + 6 * 77));
         free(c.q); free(c.k); free(c.v); free((void *)c.ds);
+    }
+    {   // a decode step: one query row, the kernel's sgemv path
+        AKDet c = {1, 1, 300, 6, 2, 16, FULL, frand(6 * 16, 1), frand(301 * 2 * 16, 1), frand(301 * 2 * 16, 1), NULL};
+        det_check("attention kv fwd (decode) B=1 p0=300 T=1 NH=6 NKV=2 D=16 full", ak_det, &c, sizeof(float) * (6 * 16 + 6));
+        free(c.q); free(c.k); free(c.v);
     }
     {   // matmul_forward of one row (a decode step) is a blocked sgemv: OC > 256 spans blocks
         MMDet c = {1, 96, 1030, frand(96, 1), frand(1030 * 96, 1), NULL};

@@ -38,10 +38,8 @@ static inline void key_range(int i0, int i1, int wlen, const int32_t *ds, int *l
     *hi = i1;
 }
 
-// S (nq, nk) = scale * Q K^T, entries outside each row's causal window / document set to -inf.
-static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
-                   int i0, int lo, int wlen, const int32_t *ds) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+// Entries of S (nq, nk) outside each row's causal window / document set to -inf.
+static void mask_scores(float *S, int nq, int nk, int i0, int lo, int wlen, const int32_t *ds) {
     for (int r = 0; r < nq; r++) {
         int i = i0 + r;
         int jlo = first_key(i, wlen, ds);
@@ -49,6 +47,13 @@ static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk,
         for (int c = 0; c < jlo - lo; c++) row[c] = -INFINITY;
         for (int c = i - lo + 1; c < nk; c++) row[c] = -INFINITY;
     }
+}
+
+// S (nq, nk) = scale * Q K^T, masked.
+static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
+                   int i0, int lo, int wlen, const int32_t *ds) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+    mask_scores(S, nq, nk, i0, lo, wlen, ds);
 }
 
 // The training forward is the KV forward with no cached positions before the queries.
@@ -87,7 +92,17 @@ void attention_forward_kv(float *out, float *lse, const float *q, const float *k
                     const float *Kb = k + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                     const float *Vb = v + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                     float *lse_b = lse + ((size_t)b * NH + h) * T + i0 - p0;
-                    scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                    float *Ob = out + ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
+                    // One query row against cached keys (a decode step): sgemv reads K and V
+                    // once, where sgemm would first pack them. The training forward (p0 = 0)
+                    // keeps its sgemm, so its results stay bitwise what they were.
+                    const int gemv = nq == 1 && p0 > 0;
+                    if (gemv) {
+                        cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
+                        mask_scores(S, nq, nk, i0, lo, wlen, ds);
+                    } else {
+                        scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                    }
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
                         float mx = -INFINITY;
@@ -105,8 +120,8 @@ void attention_forward_kv(float *out, float *lse, const float *q, const float *k
                         for (int c = 0; c < nk; c++) row[c] *= inv;
                         lse_b[r] = mx + logf(sum);
                     }
-                    float *Ob = out + ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
+                    if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
+                    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
                 }
         free(S);
     }
