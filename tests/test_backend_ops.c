@@ -10,7 +10,8 @@
 // Inputs of a bf16 backend are rounded to bf16 before the reference sees them, so what is
 // measured is the backend's arithmetic, not the input rounding.
 // Error: max |backend - reference| / max |reference| per output. Tolerances:
-//   cpu        0 (bitwise: the table calls the reference kernels);
+//   cpu        0 (bitwise: the table calls the reference kernels; the KV-cache attention,
+//              a different summation path than the full forward it is checked against, 1e-5);
 //   cpu-bf16   1e-5 (operands already bf16 values: only the summation order differs);
 //   cuda-fp32  1e-5 (summation order);
 //   cuda-bf16  1e-2 (outputs rounded to bf16, 2^-9 relative each, through a few ops).
@@ -232,6 +233,39 @@ static void test_attention(int B, int T, int NH, int NKV, int D, int window, int
     free(q), free(k), free(v), free(dout), free(doc), free(out), free(out_r), free(lse), free(dq), free(dk), free(dv);
 }
 
+// The KV-cache form: the last T of p0 + T queries against all p0 + T keys equals the full
+// attention's last T rows (where a backend has it; CUDA's generation runs on the CPU).
+static void test_attention_kv(int p0, int T, int NH, int NKV, int D, int window) {
+    const DType t = ACT;
+    if (!OPS->attention_forward_kv) {
+        printf("%-15s attention_forward_kv: not in this backend (generation runs on the CPU)\n", g_case.label);
+        return;
+    }
+    const int Tk = p0 + T;
+    size_t nq = (size_t)Tk * NH * D, nk = (size_t)Tk * NKV * D;
+    float *q = rand_vec(nq, 1), *k = rand_vec(nk, 1), *v = rand_vec(nk, 1);
+    round_to(q, nq, t), round_to(k, nk, t), round_to(v, nk, t);
+    float *out = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * NH * Tk);
+    attention_forward(out, lse, q, k, v, 1, Tk, NH, NKV, D, window, NULL);
+    float *lse_t = malloc(sizeof(float) * NH * T);
+    for (int h = 0; h < NH; h++) memcpy(lse_t + (size_t)h * T, lse + (size_t)h * Tk + p0, sizeof(float) * T);
+    const size_t row = (size_t)NH * D;
+    void *Q = to_dev(q + (size_t)p0 * row, (size_t)T * row, t), *K = to_dev(k, nk, t), *V = to_dev(v, nk, t);
+    void *O = OPS->alloc(BE, (size_t)T * row * dtype_size(t)), *L = OPS->alloc(BE, 4 * (size_t)NH * T);
+    OPS->attention_forward_kv(BE, O, L, Q, K, V, t, 1, T, p0, NH, NKV, D, window, NULL);
+    // a different summation path than the full forward (a decode step scores with sgemv):
+    // 1e-5 even on the CPU, whose other ops are held bitwise
+    const double tol = g_case.tol, worst = g_worst;
+    g_case.tol = tol > 1e-5 ? tol : 1e-5;
+    expect("attention_forward_kv", "out", O, t, out + (size_t)p0 * row, (size_t)T * row);
+    expect("attention_forward_kv", "lse", L, DT_F32, lse_t, (size_t)NH * T);
+    printf("%-15s attention_forward_kv (p0 %d, T %d) vs the full forward: %.3g (tolerance %.0e)\n", g_case.label, p0, T,
+           g_worst, g_case.tol);
+    g_case.tol = tol, g_worst = worst;
+    dfree(Q), dfree(K), dfree(V), dfree(O), dfree(L);
+    free(q), free(k), free(v), free(out), free(lse), free(lse_t);
+}
+
 static void test_swiglu(int N, int H) {
     const DType t = ACT;
     float *gu = rand_vec((size_t)N * 2 * H, 3), *dy = rand_vec((size_t)N * H, 1);
@@ -385,6 +419,8 @@ static void run_case(OpsBackend *be, const char *label, double tol, double tol_i
     test_attention(2, 33, 4, 2, 16, 33, 0);    // GQA 2:1, T not a tile multiple
     test_attention(1, 33, 2, 2, 16, 1, 0);     // window 1
     test_attention(1, 150, 4, 1, 32, 20, 1);   // GQA 4:1, window < tile, documents
+    test_attention_kv(37, 1, 4, 2, 16, 9);     // a decode step, window 9
+    test_attention_kv(20, 13, 4, 1, 32, 50);   // a prefill chunk, GQA 4:1
     test_swiglu(33, 40);
     test_lmhead(150, 32, 96);
     test_optimizer(2 * 65536 + 123);

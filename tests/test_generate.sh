@@ -4,6 +4,8 @@
 #    (prefill path, chunks straddling the window), equal a full forward
 #    (model_forward_backward) at every position within 1e-5 relative, on tiny models whose
 #    sliding window (8, and 5 with full_attn_every=2) is shorter than the 40-token sequence;
+#    also with the document mask (a prompt with an EOS every 9 tokens: the cache must keep
+#    each position's document start) and with YaRN on the full layers;
 #  - greedy output is deterministic; top-p with one seed is deterministic, other seeds
 #    differ; top-p -> 0 and temperature 0 are greedy; --eos stops;
 #  - text prompts through the dolma2 tokenizer on a vocab-100278 model (deterministic);
@@ -13,11 +15,18 @@ source tests/resume_lib.sh
 R=$TMP/run R2=$TMP/run2
 train $R || fail "train: $(tail -5 $R.log)"
 train $R2 model.full_attn_every=2 model.sliding_window=5 model.n_kv_heads=4 train.max_steps=3 || fail "train 2: $(tail -5 $R2.log)"
+R3=$TMP/run3 R4=$TMP/run4
+train $R3 data.document_mask=true data.eos_id=7 model.full_attn_every=2 model.sliding_window=5 train.max_steps=3 \
+  || fail "train docmask: $(tail -5 $R3.log)"
+train $R4 model.rope_scaling=yarn model.rope_scaling_factor=8 model.rope_original_context=16 train.max_steps=3 \
+  || fail "train yarn: $(tail -5 $R4.log)"
 TOKS=$($PY -c 'import random; random.seed(5); print(",".join(str(random.randrange(1000)) for _ in range(40)))')
+TOKS_DOC=$($PY -c 'import random; random.seed(5); print(",".join(str(random.randrange(1000)) if i % 9 != 8 else "7" for i in range(40)))')
 gen() { "$OLMO" generate "$@" 2>$TMP/gen.err || fail "generate $*: $(cat $TMP/gen.err)"; }
 
-for r in $R $R2; do
-  out=$(gen $r --tokens $TOKS --check-kv --max-new 0) || exit 1
+for r in $R $R2 $R3 $R4; do
+  toks=$TOKS; [ $r = $R3 ] && toks=$TOKS_DOC
+  out=$(gen $r --tokens $toks --check-kv --max-new 0) || exit 1
   echo "$out"
   echo "$out" | grep -q "^check-kv: 40 positions" || fail "no check-kv line"
 done

@@ -17,6 +17,8 @@
 //            a relative error in every p, and dq/dk then sum up to T*D such terms.
 //   TOL_LOSS = 1e-5: LM-head dx/dW: softmax from fp32 logits (error ~|logit| u) and an fp32
 //            lse (|lse| ~ 5: 2.4e-7 abs), summed over <= 13 tokens / 16 columns.
+//   TOL_KV   = 1e-6: attention_forward_kv against the fp32 full forward's last rows: the same
+//            fp32 sums, cut into other query blocks (a few u); bitwise when the blocks coincide.
 //   Loss sums: relative 1e-6 (double accumulation of fp32-logit-based terms, |logit| u).
 //   AdamW: absolute 1e-6 on p (p ~ 1, 3 steps of ~8 fp32 ops, each ~u), relative 1e-6 on m, v.
 //   sumsq: relative 1e-12 against a long-double sum (both accumulate in >= double).
@@ -768,6 +770,104 @@ static void test_determinism(void) {
     }
 }
 
+// ======================================== attention, KV-cache form ========================================
+// attention_forward_kv: Tn queries at positions p0..p0+Tn-1 against keys 0..p0+Tn-1 must
+// give the last Tn rows of attention_forward over all p0+Tn positions (same window,
+// document starts, GQA). Reference 1: that fp32 full forward, within TOL_KV = 1e-6
+// relative (both are fp32 sums of the same <= p0+Tn products; only the query-block cut,
+// and with it the sgemm's key count, differs, a few u); when p0 is a multiple of the
+// 64-row query block the blocks coincide and the rows must be bitwise equal. Reference 2:
+// the double reference over all positions, within TOL_FWD. Decode cases (T = 1, p0 > 0) take
+// the kernel's sgemv path.
+#define TOL_KV 1e-6
+static void test_attention_kv(const char *what, int B, int p0, int Tn, int NH, int NKV, int D, int window,
+                              int mean_doc) {
+    const int Tk = p0 + Tn;
+    char nm[320], tag[192];
+    snprintf(tag, sizeof tag, "%s B=%d p0=%d T=%d NH=%d NKV=%d D=%d win=%d%s", what, B, p0, Tn, NH, NKV, D, window,
+             mean_doc ? " docmask" : "");
+    const size_t rq = (size_t)NH * D, nqf = (size_t)B * Tk * rq, nk = (size_t)B * Tk * NKV * D, nq = (size_t)B * Tn * rq;
+    float *qf = frand(nqf, 2.0f), *k = frand(nk, 2.0f), *v = frand(nk, 1);
+    int32_t *ds = random_doc_starts(B, Tk, mean_doc);
+    float *outf = malloc(sizeof(float) * nqf), *lsef = malloc(sizeof(float) * (size_t)B * NH * Tk);
+    attention_forward(outf, lsef, qf, k, v, B, Tk, NH, NKV, D, window, ds);
+    // the new rows of q, and the full forward's rows for them: (B, Tn, NH, D), lse (B, NH, Tn)
+    float *q = malloc(sizeof(float) * nq), *want = malloc(sizeof(float) * nq);
+    float *want_lse = malloc(sizeof(float) * (size_t)B * NH * Tn);
+    for (int b = 0; b < B; b++) {
+        memcpy(q + (size_t)b * Tn * rq, qf + ((size_t)b * Tk + p0) * rq, sizeof(float) * Tn * rq);
+        memcpy(want + (size_t)b * Tn * rq, outf + ((size_t)b * Tk + p0) * rq, sizeof(float) * Tn * rq);
+        for (int h = 0; h < NH; h++)
+            memcpy(want_lse + ((size_t)b * NH + h) * Tn, lsef + ((size_t)b * NH + h) * Tk + p0, sizeof(float) * Tn);
+    }
+    float *out = ffill(nq, 99.f), *lse = ffill((size_t)B * NH * Tn, 99.f);
+    attention_forward_kv(out, lse, q, k, v, B, Tn, p0, NH, NKV, D, window, ds);
+    double *wd = todouble(want, nq), *wl = todouble(want_lse, (size_t)B * NH * Tn);
+    snprintf(nm, sizeof nm, "attn kv out vs full fwd %s", tag); report(nm, relerr(out, wd, nq, 0), TOL_KV);
+    snprintf(nm, sizeof nm, "attn kv lse vs full fwd %s", tag); report(nm, relerr(lse, wl, (size_t)B * NH * Tn, 0), TOL_KV);
+    if (p0 % 64 == 0) {
+        snprintf(nm, sizeof nm, "attn kv == full fwd bitwise (p0 on a block edge) %s", tag);
+        report(nm, memcmp(out, want, sizeof(float) * nq) || memcmp(lse, want_lse, sizeof(float) * B * NH * Tn), 0);
+    }
+    ATCtx c = {B, Tk, NH, NKV, D, window, todouble(qf, nqf), todouble(k, nk), todouble(v, nk), NULL,
+               malloc(sizeof(double) * nqf), malloc(sizeof(double) * (size_t)B * NH * Tk), ds};
+    attn_ref(&c);
+    for (int b = 0; b < B; b++) {   // the double reference's rows for the new queries, into wd / wl
+        for (size_t i = 0; i < (size_t)Tn * rq; i++) wd[(size_t)b * Tn * rq + i] = c.out[((size_t)b * Tk + p0) * rq + i];
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tn; t++) wl[((size_t)b * NH + h) * Tn + t] = c.lse[((size_t)b * NH + h) * Tk + p0 + t];
+    }
+    snprintf(nm, sizeof nm, "attn kv out vs double ref %s", tag); report(nm, relerr(out, wd, nq, 0), TOL_FWD);
+    snprintf(nm, sizeof nm, "attn kv lse vs double ref %s", tag); report(nm, relerr(lse, wl, (size_t)B * NH * Tn, 0), TOL_FWD);
+    free(qf); free(k); free(v); free(ds); free(outf); free(lsef); free(q); free(want); free(want_lse); free(out);
+    free(lse); free(wd); free(wl); free(c.q); free(c.k); free(c.v); free(c.out); free(c.lse);
+}
+
+typedef struct { int B, Tn, p0, NH, NKV, D, window; float *q, *k, *v; const int32_t *ds; } AKDet;
+static void ak_det(void *p, void *o) {
+    AKDet *c = p;
+    float *out = o, *lse = out + (size_t)c->B * c->Tn * c->NH * c->D;
+    attention_forward_kv(out, lse, c->q, c->k, c->v, c->B, c->Tn, c->p0, c->NH, c->NKV, c->D, c->window, c->ds);
+}
+
+static void test_attention_kv_all(void) {
+    const int FULL = 1 << 20;
+    test_attention_kv("decode full", 1, 20, 1, 4, 2, 8, FULL, 0);
+    test_attention_kv("decode sliding", 1, 100, 1, 4, 2, 8, 7, 0);
+    test_attention_kv("decode window=1", 1, 9, 1, 2, 1, 4, 1, 0);
+    test_attention_kv("decode docmask", 1, 90, 1, 4, 2, 8, FULL, 10);
+    test_attention_kv("chunk across a block edge, GQA 4:1 sliding", 1, 50, 30, 4, 1, 8, 40, 0);
+    test_attention_kv("chunk sliding docmask", 1, 90, 5, 4, 2, 8, 16, 6);
+    test_attention_kv("multi-block chunk docmask", 1, 37, 150, 2, 1, 4, FULL, 30);
+    test_attention_kv("two rows MHA sliding", 2, 13, 9, 3, 3, 6, 5, 0);
+    test_attention_kv("block-aligned", 1, 64, 70, 2, 2, 4, 50, 0);
+    test_attention_kv("block-aligned docmask", 2, 128, 3, 2, 1, 4, FULL, 20);
+    test_attention_kv("no cache (p0 = 0)", 2, 0, 17, 4, 2, 8, 5, 4);
+    {
+        AKDet c = {1, 77, 90, 6, 2, 16, 40, frand(77 * 6 * 16, 1), frand(167 * 2 * 16, 1), frand(167 * 2 * 16, 1),
+                   random_doc_starts(1, 167, 30)};
+        det_check("attention kv fwd B=1 p0=90 T=77 NH=6 NKV=2 D=16 win=40 docmask", ak_det, &c,
+                  sizeof(float) * (77 * 6 * 16 + 6 * 77));
+        free(c.q); free(c.k); free(c.v); free((void *)c.ds);
+    }
+    {   // a decode step: one query row, the kernel's sgemv path
+        AKDet c = {1, 1, 300, 6, 2, 16, FULL, frand(6 * 16, 1), frand(301 * 2 * 16, 1), frand(301 * 2 * 16, 1), NULL};
+        det_check("attention kv fwd (decode) B=1 p0=300 T=1 NH=6 NKV=2 D=16 full", ak_det, &c, sizeof(float) * (6 * 16 + 6));
+        free(c.q); free(c.k); free(c.v);
+    }
+    {   // matmul_forward of one row (a decode step) is a blocked sgemv: OC > 256 spans blocks
+        MMDet c = {1, 96, 1030, frand(96, 1), frand(1030 * 96, 1), NULL};
+        det_check("matmul fwd N=1 C=96 OC=1030 (sgemv)", mm_det_fwd, &c, sizeof(float) * 1030);
+        float *out = malloc(sizeof(float) * 1030);
+        double *ref = malloc(sizeof(double) * 1030), *di = todouble(c.inp, 96), *dw = todouble(c.W, 1030 * 96);
+        matmul_forward(out, c.inp, c.W, 1, 96, 1030);
+        mm_ref(ref, di, dw, 1, 96, 1030);
+        report("matmul fwd N=1 C=96 OC=1030 (sgemv) vs double ref", relerr(out, ref, 1030, 0), TOL_FWD);
+        free(out); free(ref); free(di); free(dw);
+        free(c.inp); free(c.W);
+    }
+}
+
 // vexpf (src/kernels/cpu/vexp.h) against double exp over the softmax range [-87, 0] and a
 // little above: relative error within 4 ulp (4.8e-7), 0 below -87.3.
 static void test_vexpf(void) {
@@ -842,6 +942,7 @@ int main(void) {
     test_sumsq();
     test_small_helpers();
     test_determinism();
+    test_attention_kv_all();   // last: the cases above keep their random inputs
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -27,7 +27,7 @@ const char *matmul_bf16_engine(void);
 int matmul_bf16_engine_on_cpu(const char *name);
 
 // ---- matmul (nn.Linear without bias): out = inp @ W^T -------------------------------
-// out (N, OC), inp (N, C), W (OC, C)
+// out (N, OC), inp (N, C), W (OC, C). In fp32 one row (N = 1, a decode step) is an sgemv.
 void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC);
 // dinp (N, C) = dout @ W (overwritten, or added when accumulate_dinp);
 // dW (OC, C) = dout^T @ inp (overwritten, or added when accumulate_dW). NULL skips one.
@@ -77,6 +77,12 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
                         int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
+// KV-cache form: T new queries per row at absolute positions p0..p0+T-1 against the keys
+// of positions 0..p0+T-1, under the same rules (query p sees keys max(0, p-window+1,
+// doc_start[b*(p0+T)+p]) .. p). q, out (B, T, NH, D); k, v (B, p0+T, NKV, D); lse (B, NH, T);
+// doc_start (B, p0+T) or NULL. attention_forward is the case p0 = 0, bitwise.
+void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start);
 
 // ---- SwiGLU: out = silu(gate) * up; gu (N, 2H) holds [gate | up] per row -------------
 void swiglu_forward(float *out, const float *gu, int N, int H);
@@ -89,6 +95,7 @@ void embedding_forward(float *out, const int32_t *tokens, const float *E, int N,
 void embedding_backward(float *dE, const float *dout, const int32_t *tokens, int N, int C);
 
 // ---- residual: out = a + b ------------------------------------------------------------------
+// out may alias a or b (elementwise).
 void residual_forward(float *out, const float *a, const float *b, size_t n);
 
 // ---- fused LM head + cross-entropy + z-loss, chunked over tokens ---------------------------

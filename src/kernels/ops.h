@@ -87,6 +87,12 @@ typedef struct {
     void (*attention_backward)(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
                                const void *k, const void *v, const void *out, const float *lse, DType t, int B, int T,
                                int NH, int NKV, int D, int window, const int32_t *doc_start);
+    // The KV-cache form (kernels.h attention_forward_kv): T new queries per row at positions
+    // p0..p0+T-1 against keys k, v (B, p0+T, NKV, D); doc_start (B, p0+T) or NULL. NULL in
+    // a backend without it (CUDA: generation runs on the CPU).
+    void (*attention_forward_kv)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
+                                 DType t, int B, int T, int p0, int NH, int NKV, int D, int window,
+                                 const int32_t *doc_start);
     // out (N, H) = silu(gate) * up, gu (N, 2H) = [gate | up]; backward dgu (N, 2H).
     void (*swiglu_forward)(OpsBackend *be, void *out, const void *gu, DType t, int N, int H);
     void (*swiglu_backward)(OpsBackend *be, void *dgu, const void *dout, const void *gu, DType t, int N, int H);

@@ -1,34 +1,38 @@
-// generate.h: inference with a KV cache (`olmo generate`). The forward of new tokens
-// reuses the keys and values of all earlier positions, stored per layer after QK-norm and
-// RoPE at their absolute positions; sliding layers read only the last `window` of them.
-// Same kernels as training (matmul, rmsnorm, rope, swiglu), its own attention loop over
-// the cache.
+// generate.h: what `olmo generate` (src/cli/cmd_generate.c) needs around the KV-cache
+// forward (kv.h): the prompt as an id list, sampling, and --check-kv's comparison of the
+// cached logits with a full forward.
 #ifndef OLMO_GENERATE_H
 #define OLMO_GENERATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
-#include "model/params.h"
+#include "model/model.h"
 
+// Sampling: greedy (argmax, lowest id on ties) or temperature + top-p (nucleus) with a
+// seeded splitmix64 stream, so a (checkpoint, prompt, seed) triple always gives the same
+// text. Only the V real-vocab rows are candidates: the LM head's padding rows never are.
+typedef struct { float p; int id; } SampleCand;
 typedef struct {
-    ModelConfig cfg;
-    ModelView w;        // views into parameters owned by the caller
-    int max_len;        // positions the cache holds
-    int max_n;          // tokens per kv_forward call
-    int len;            // positions filled so far
-    float *kcache, *vcache;     // (L, max_len, NKV*D) each
-    float *rope_cos, *rope_sin; // (max_len, D/2)
-    float *yarn_cos, *yarn_sin; // (max_len, D/2) full layers' tables with cfg.rope_scaling; NULL when none
-    // scratch for max_n tokens
-    float *x, *qkv, *q, *att, *a, *an, *gu, *act, *mo, *rstd, *xf;
-} KVModel;
+    int V, greedy;
+    float temperature, top_p;
+    uint64_t rng;
+    SampleCand *cand;   // (V) scratch
+} Sampler;
+void sampler_init(Sampler *s, int V, int greedy, float temperature, float top_p, uint64_t seed);
+void sampler_free(Sampler *s);
+// The next token from logits (>= V entries); advances the stream unless greedy.
+int sampler_next(Sampler *s, const float *logits);
 
-void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *params, int max_len, int max_n);
-void kv_free(KVModel *k);
-// Run n (<= max_n) new tokens at positions k->len .. k->len+n-1 and append them to the
-// cache. logits (n, padded_vocab) for every new token when all_logits, else (1, padded_vocab)
-// for the last one only.
-void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all_logits);
+// "ID,ID,..." as ids (malloc'd), their count in *n; a malformed list exits with an input error.
+uint32_t *gen_parse_ids(const char *arg, size_t *n);
+
+// --check-kv: the KV-cache logits of the T prompt positions against a full forward
+// (model_forward_backward over m, allocated for (1, >= T)): decode_logits (T, Vp) from
+// the token-by-token path, and a chunked prefill in chunks of 5 (odd, so chunks straddle
+// the window) run here. Each error: the max over positions of max|a - b| / max|b| over
+// the real-vocab row.
+typedef struct { double decode, chunked; } KVCheck;
+KVCheck gen_check_kv(Model *m, const int32_t *seq, int T, const float *decode_logits);
 
 #endif

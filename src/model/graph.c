@@ -45,7 +45,8 @@ static void *take(Alloc *a, size_t bytes) {
     return p;
 }
 
-static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B, int max_T, DType t, int recompute) {
+static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B, int max_T, DType t, int recompute,
+                          int kv_len) {
     const Dims d = dims(cfg, max_B, max_T);
     const size_t N = (size_t)d.N, Ls = recompute ? 1 : (size_t)d.L, es = dtype_size(t), f = sizeof(float);
     const int bf = t == DT_BF16;
@@ -80,7 +81,8 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->dgu = take(a, es * N * 2 * d.H);
     g->dact = take(a, es * N * d.H);
     g->dm = take(a, es * N * d.C);
-    const size_t half = (size_t)max_T * d.D / 2;
+    g->rope_len = kv_len > max_T ? kv_len : max_T;
+    const size_t half = (size_t)g->rope_len * d.D / 2;
     g->rope_cos = take(a, f * half);
     g->rope_sin = take(a, f * half);
     const int yarn = cfg->rope_scaling.type == ROPE_SCALING_YARN;
@@ -89,25 +91,31 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->tok = take(a, sizeof(int32_t) * N);
     g->tgt = take(a, sizeof(int32_t) * N);
     g->doc = cfg->document_mask ? take(a, sizeof(int32_t) * N) : NULL;
+    if (kv_len) {
+        g->kcache = take(a, es * (size_t)d.L * kv_len * d.KV);
+        g->vcache = take(a, es * (size_t)d.L * kv_len * d.KV);
+        g->kv_doc = cfg->document_mask ? take(a, sizeof(int32_t) * kv_len) : NULL;
+        g->kv_logits = take(a, f * N * cfg->padded_vocab);
+    }
 }
 
 size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute) {
     Graph g;
     Alloc a = {0};
-    alloc_buffers(&g, &a, cfg, max_B, max_T, act, recompute);
+    alloc_buffers(&g, &a, cfg, max_B, max_T, act, recompute, 0);
     return a.bytes;
 }
 
 static void upload_rope_tables(Graph *g) {
-    const size_t half = (size_t)g->max_T * g->cfg.head_dim / 2;
+    const size_t half = (size_t)g->rope_len * g->cfg.head_dim / 2;
     float *c = xmalloc(sizeof(float) * half), *s = xmalloc(sizeof(float) * half);
     OpsBackend *be = g->be;
     // The CPU's function computes the tables for every backend, so all rotate by the same floats.
-    rope_tables(c, s, g->max_T, g->cfg.head_dim, g->cfg.rope_theta, NULL);
+    rope_tables(c, s, g->rope_len, g->cfg.head_dim, g->cfg.rope_theta, NULL);
     be->ops->upload(be, g->rope_cos, c, sizeof(float) * half);
     be->ops->upload(be, g->rope_sin, s, sizeof(float) * half);
     if (g->yarn_cos) {
-        rope_tables(c, s, g->max_T, g->cfg.head_dim, g->cfg.rope_theta, &g->cfg.rope_scaling);
+        rope_tables(c, s, g->rope_len, g->cfg.head_dim, g->cfg.rope_theta, &g->cfg.rope_scaling);
         be->ops->upload(be, g->yarn_cos, c, sizeof(float) * half);
         be->ops->upload(be, g->yarn_sin, s, sizeof(float) * half);
     }
@@ -115,8 +123,8 @@ static void upload_rope_tables(Graph *g) {
     free(s);
 }
 
-int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
-               int recompute) {
+static int init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
+                int recompute, int kv_len) {
     memset(g, 0, sizeof *g);
     g->be = be;
     g->cfg = *cfg;
@@ -128,8 +136,9 @@ int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTabl
     Alloc a = {0};
     a.be = be;
     a.ptrs = g->bufs;
-    alloc_buffers(g, &a, cfg, max_B, max_T, g->t, recompute);
+    alloc_buffers(g, &a, cfg, max_B, max_T, g->t, recompute, kv_len);
     g->bytes = a.bytes;
+    g->kv_len = kv_len;
     g->nbufs = a.n;
     if (a.oom) {
         for (int i = 0; i < a.n; i++) be->ops->free(be, a.ptrs[i]);
@@ -139,6 +148,15 @@ int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTabl
     g->host_i32 = xmalloc(sizeof(int32_t) * 2 * (size_t)max_B * max_T);
     upload_rope_tables(g);
     return 0;
+}
+
+int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
+               int recompute) {
+    return init(g, be, cfg, t, max_B, max_T, recompute, 0);
+}
+
+int graph_init_kv(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_n, int max_len) {
+    return init(g, be, cfg, t, 1, max_n, 1, max_len);
 }
 
 void graph_free(Graph *g) {
@@ -187,15 +205,24 @@ static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
 
 static const void *W(const GraphParams *p, size_t off, DType t) { return (const char *)p->w + off * dtype_size(t); }
 
-// Layer l's rotation tables: YaRN's on the full-attention layers when the config has them.
-static void rope_of(const Graph *g, int l, const float **c, const float **s) {
+// Layer l's rotation tables from position p0 on (the rope op rotates row t by table row t):
+// YaRN's on the full-attention layers when the config has them.
+static void rope_of(const Graph *g, int l, int p0, const float **c, const float **s) {
     const int scaled = g->yarn_cos && model_layer_rope_scaled(&g->cfg, l);
-    *c = scaled ? g->yarn_cos : g->rope_cos;
-    *s = scaled ? g->yarn_sin : g->rope_sin;
+    const size_t off = (size_t)p0 * g->cfg.head_dim / 2;
+    *c = (scaled ? g->yarn_cos : g->rope_cos) + off;
+    *s = (scaled ? g->yarn_sin : g->rope_sin) + off;
 }
 
+// Where block l's attention finds its keys: NULL for training (the micro-batch itself);
+// generation: the layer's cache, the new rows at positions p0.. of one sequence.
+typedef struct {
+    int p0;
+    void *k, *v;   // layer l's cache (kv_len, NKV*D)
+} KVCtx;
+
 // Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
-static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T) {
+static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, const KVCtx *kv) {
     const Ops *o = g->be->ops;
     OpsBackend *be = g->be;
     const Dims d = dims(&g->cfg, B, T);
@@ -204,18 +231,23 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T) {
     const LayerView *nl = &p->norms->layers[l];
     const LayerBufs b = layer_bufs(g, l, &d);
     const float eps = (float)g->cfg.rms_eps;
-    const int window = model_layer_window(&g->cfg, l, T);
+    const int p0 = kv ? kv->p0 : 0, window = model_layer_window(&g->cfg, l, p0 + T);
     const float *rc, *rs;
-    rope_of(g, l, &rc, &rs);
+    rope_of(g, l, p0, &rc, &rs);
+    // the new rows' K and V: the layer's buffers, or their rows p0.. of the cache
+    void *k = kv ? at(kv->k, (size_t)p0 * d.KV, t) : b.k, *v = kv ? at(kv->v, (size_t)p0 * d.KV, t) : b.v;
     if (t == DT_BF16) o->cast(be, b.xg, t, b.x, (size_t)d.N * d.C);   // x (fp32) -> its bf16 copy
     o->matmul_forward(be, b.qkv, b.xg, W(p, lw->wqkv, t), t, d.N, d.C, d.QKV);                          // (N, Q+2KV)
     o->rmsnorm_forward(be, b.q, t, NULL, b.q_rstd, b.qkv, t, nl->q_norm, NULL, d.N, d.Q, d.QKV, d.Q, eps);  // (N, Q)
-    o->rmsnorm_forward(be, b.k, t, NULL, b.k_rstd, at(b.qkv, d.Q, t), t, nl->k_norm, NULL, d.N, d.KV, d.QKV, d.KV,
+    o->rmsnorm_forward(be, k, t, NULL, b.k_rstd, at(b.qkv, d.Q, t), t, nl->k_norm, NULL, d.N, d.KV, d.QKV, d.KV,
                        eps);                                                                             // (N, KV)
-    o->copy_cols(be, b.v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                             // (N, KV)
+    o->copy_cols(be, v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                               // (N, KV)
     o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
-    o->rope_forward(be, b.k, t, rc, rs, B, T, d.NKV, d.D);
-    o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
+    o->rope_forward(be, k, t, rc, rs, B, T, d.NKV, d.D);
+    if (!kv)
+        o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
+    else
+        o->attention_forward_kv(be, b.att, b.lse, b.q, kv->k, kv->v, t, B, T, p0, d.NH, d.NKV, d.D, window, g->kv_doc);
     o->matmul_forward(be, b.ao, b.att, W(p, lw->wo, t), t, d.N, d.Q, d.C);                              // (N, C)
     o->rmsnorm_forward(be, b.h32, DT_F32, t == DT_BF16 ? b.h : NULL, b.a_rstd, b.ao, t, nl->attn_norm, b.x, d.N, d.C,
                        d.C, d.C, eps);                                                                   // h = x + norm(a)
@@ -239,7 +271,7 @@ static void block_backward(Graph *g, const GraphParams *p, int l, int B, int T) 
     const int window = model_layer_window(&g->cfg, l, T), acc = p->acc;
     float *gr = p->grad;
     const float *rc, *rs;
-    rope_of(g, l, &rc, &rs);
+    rope_of(g, l, 0, &rc, &rs);
     // y = h + norm_mlp(m): dh = dy (kept in dres), dm via the norm
     o->rmsnorm_backward(be, g->dm, t, gr + lw->mlp_norm, acc, g->dres, DT_F32, b.mo, t, nl->mlp_norm, b.m_rstd, d.N,
                         d.C, d.C, d.C, d.C);
@@ -310,7 +342,7 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
 
     // ---- forward ----
     o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, d.N, d.C);   // (N, C)
-    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T);
+    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T, NULL);
     float *xL = g->res + (size_t)d.L * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
@@ -328,11 +360,40 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
     for (int l = d.L - 1; l >= 0; l--) {
         // Recompute: the block's activations again, bitwise the same (slot 0 still holds the
         // last block's from the forward).
-        if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T);
+        if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T, NULL);
         block_backward(g, p, l, B, T);
     }
     float *gE = gr + g->off.embed;
     if (!p->acc) o->zero(be, gE, sizeof(float) * (size_t)c->padded_vocab * d.C);
     o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);
     return sums;
+}
+
+// ---- generation: the KV-cache forward -------------------------------------------------------
+void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int n, int p0, const int32_t *doc_new,
+                      float *logits, int all_logits) {
+    const ModelConfig *c = &g->cfg;
+    if (!g->kv_len || n <= 0 || n > g->max_T || p0 + n > g->kv_len)
+        die("graph_forward_kv: %d tokens at position %d exceed the cache (%d tokens per call, %d positions)", n, p0,
+            g->max_T, g->kv_len);
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const DType t = g->t;
+    if (!o->attention_forward_kv || t != DT_F32)
+        die("the %s backend has no KV-cache forward (generation runs on the CPU)", be->name);
+    const size_t C = c->d_model, KV = (size_t)c->n_kv_heads * c->head_dim, layer = (size_t)g->kv_len * KV;
+    o->upload(be, g->tok, tokens, sizeof(int32_t) * n);
+    if (g->kv_doc) o->upload(be, g->kv_doc + p0, doc_new, sizeof(int32_t) * n);
+    o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, n, (int)C);   // (n, C)
+    for (int l = 0; l < c->n_layers; l++) {
+        const KVCtx kv = {p0, at(g->kcache, l * layer, t), at(g->vcache, l * layer, t)};
+        block_forward(g, p, l, 1, n, &kv);
+    }
+    if (!logits) return;
+    const int first = all_logits ? 0 : n - 1, rows = n - first;
+    const float *xL = g->res + ((size_t)c->n_layers * n + first) * C;
+    o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, rows, (int)C, (int)C,
+                       (int)C, (float)c->rms_eps);
+    o->matmul_forward(be, g->kv_logits, g->xf, W(p, g->off.lm_head, t), t, rows, (int)C, c->padded_vocab);   // (rows, Vp)
+    o->download(be, logits, g->kv_logits, sizeof(float) * (size_t)rows * c->padded_vocab);
 }

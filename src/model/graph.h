@@ -49,6 +49,13 @@ typedef struct {
     float *rope_cos, *rope_sin, *yarn_cos, *yarn_sin;   // (max_T, D/2); yarn_* NULL without YaRN
     int32_t *tok, *tgt, *doc;   // (N) on the device; doc NULL without the document mask
     int32_t *host_i32;    // (2N) host scratch: document starts, eval row positions
+    // KV-cache mode (graph_init_kv; generation): per layer K (after k-norm and RoPE at the
+    // absolute position) and V of every position so far, their document starts, logits
+    int kv_len;           // positions the cache holds (0: training mode)
+    int rope_len;         // rows of the RoPE tables: max(max_T, kv_len)
+    void *kcache, *vcache;   // (L, kv_len, NKV*D) each
+    int32_t *kv_doc;      // (kv_len) document starts with cfg.document_mask; else NULL
+    float *kv_logits;     // (max_N, Vp)
     void *bufs[48];       // every allocation, for graph_free
     int nbufs;
 } Graph;
@@ -66,6 +73,16 @@ typedef struct {
 int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
                int recompute);
 void graph_free(Graph *g);
+// KV-cache mode: activations for max_n new tokens of one sequence (one block slot, no
+// backward), a cache of max_len positions, RoPE tables for all of them. 0 or -1 (memory).
+int graph_init_kv(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_n, int max_len);
+// n new tokens (host) at positions p0..p0+n-1 of the one sequence, through every block with
+// the same block_forward as training, attending to the cached positions 0..p0+n-1; their K
+// and V join the cache. doc_new (n, host): the new positions' document starts (with
+// cfg.document_mask; else NULL). logits (host): (n, Vp) with all_logits, else the last
+// token's (1, Vp); NULL: none.
+void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int n, int p0, const int32_t *doc_new,
+                      float *logits, int all_logits);
 // Bytes graph_init allocates for these sizes (no backend needed).
 size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute);
 

@@ -1,4 +1,5 @@
-// attention.c: causal (optionally sliding-window) grouped-query attention, tiled.
+// attention.c: causal (optionally sliding-window) grouped-query attention, tiled; the
+// forward also in its KV-cache form (queries at positions p0.. against cached keys 0..).
 // Queries are processed in blocks of QB rows; a block's scores against the keys its rows
 // can see (at most QB + window - 1 keys) come from one small sgemm, then a row softmax,
 // then one sgemm with V. With a document mask (doc_start != NULL) a row's first key is
@@ -37,10 +38,8 @@ static inline void key_range(int i0, int i1, int wlen, const int32_t *ds, int *l
     *hi = i1;
 }
 
-// S (nq, nk) = scale * Q K^T, entries outside each row's causal window / document set to -inf.
-static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
-                   int i0, int lo, int wlen, const int32_t *ds) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+// Entries of S (nq, nk) outside each row's causal window / document set to -inf.
+static void mask_scores(float *S, int nq, int nk, int i0, int lo, int wlen, const int32_t *ds) {
     for (int r = 0; r < nq; r++) {
         int i = i0 + r;
         int jlo = first_key(i, wlen, ds);
@@ -50,30 +49,60 @@ static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk,
     }
 }
 
+// S (nq, nk) = scale * Q K^T, masked.
+static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
+                   int i0, int lo, int wlen, const int32_t *ds) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+    mask_scores(S, nq, nk, i0, lo, wlen, ds);
+}
+
+// The training forward is the KV forward with no cached positions before the queries.
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+    attention_forward_kv(out, lse, q, k, v, B, T, 0, NH, NKV, D, window, doc_start);
+}
+
+// Query blocks are cut at p0, p0+QB, ..., and positions below (query index i0, key index lo)
+// are absolute; only q, out and lse are indexed relative to p0. At p0 = 0 every index,
+// block and sgemm is the one the training forward always had, so its results are bitwise
+// those of before the KV path was added.
+void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
-    const int wlen = window < T ? window : T;
+    const int Tk = p0 + T;   // keys per batch row
+    const int wlen = window < Tk ? window : Tk;
     const int nqb = (T + QB - 1) / QB;
+    const int qrows = T < QB ? T : QB;   // a decode step (T = 1) needs one score row, not QB
     const int ldq = NH * D, ldk = NKV * D;
 #pragma omp parallel
     {
-        float *S = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+        float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen));
 #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int qb = 0; qb < nqb; qb++) {
                     const int g = h / group;
-                    const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
-                    const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
+                    const int i0 = p0 + qb * QB, i1 = i0 + QB < Tk ? i0 + QB : Tk, nq = i1 - i0;
+                    const int32_t *ds = doc_start ? doc_start + (size_t)b * Tk : NULL;
                     int lo, hi;
                     key_range(i0, i1, wlen, ds, &lo, &hi);
                     const int nk = hi - lo;
-                    const float *Qb = q + ((size_t)b * T + i0) * ldq + (size_t)h * D;
-                    const float *Kb = k + ((size_t)b * T + lo) * ldk + (size_t)g * D;
-                    const float *Vb = v + ((size_t)b * T + lo) * ldk + (size_t)g * D;
-                    scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                    const float *Qb = q + ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
+                    const float *Kb = k + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
+                    const float *Vb = v + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
+                    float *lse_b = lse + ((size_t)b * NH + h) * T + i0 - p0;
+                    float *Ob = out + ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
+                    // One query row against cached keys (a decode step): sgemv reads K and V
+                    // once, where sgemm would first pack them. The training forward (p0 = 0)
+                    // keeps its sgemm, so its results stay bitwise what they were.
+                    const int gemv = nq == 1 && p0 > 0;
+                    if (gemv) {
+                        cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
+                        mask_scores(S, nq, nk, i0, lo, wlen, ds);
+                    } else {
+                        scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                    }
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
                         float mx = -INFINITY;
@@ -89,10 +118,10 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
                         float inv = 1.0f / sum;
 #pragma omp simd
                         for (int c = 0; c < nk; c++) row[c] *= inv;
-                        lse[((size_t)b * NH + h) * T + i0 + r] = mx + logf(sum);
+                        lse_b[r] = mx + logf(sum);
                     }
-                    float *Ob = out + ((size_t)b * T + i0) * ldq + (size_t)h * D;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
+                    if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
+                    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
                 }
         free(S);
     }

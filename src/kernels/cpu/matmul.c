@@ -90,10 +90,27 @@ void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, in
               accumulate ? 1.0f : 0.0f, C, ldc);
 }
 
+// out (OC) = W (OC, C) @ x (C): one input row. sgemm would pack all of W for that row (most
+// of a KV-cache decode step at a 100k vocab); sgemv streams W once. Blocks of output rows
+// are a function of OC only, each one single-threaded sgemv, so no result depends on the
+// thread count.
+static void sgemv_det(float *out, const float *x, const float *W, int C, int OC) {
+    const int BLOCK = 256, nb = (OC + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int o0 = b * BLOCK, m = OC - o0 < BLOCK ? OC - o0 : BLOCK;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, m, C, 1.0f, W + (size_t)o0 * C, C, x, 1, 0.0f, out + o0, 1);
+    }
+}
+
 // out (N, OC) = inp (N, C) @ W^T, W (OC, C)
 void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC) {
     if (g_precision == MATMUL_BF16) {
         gemm_bf16(0, 1, N, OC, C, inp, C, W, C, 0, out, OC);
+        return;
+    }
+    if (N == 1) {   // a decode step (or a one-token micro-batch)
+        sgemv_det(out, inp, W, C, OC);
         return;
     }
     sgemm_det(CblasNoTrans, CblasTrans, N, OC, C, inp, C, W, C, 0.0f, out, OC);

@@ -169,6 +169,14 @@ static void cpu_attention_backward(OpsBackend *be, void *dq, void *dk, void *dv,
     attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, D, window, doc_start);
 }
 
+static void cpu_attention_forward_kv(OpsBackend *be, void *out, float *lse, const void *q, const void *k,
+                                     const void *v, DType t, int B, int T, int p0, int NH, int NKV, int D, int window,
+                                     const int32_t *doc_start) {
+    (void)be;
+    need_f32("attention_forward_kv", t);
+    attention_forward_kv(out, lse, q, k, v, B, T, p0, NH, NKV, D, window, doc_start);
+}
+
 static void cpu_swiglu_forward(OpsBackend *be, void *out, const void *gu, DType t, int N, int H) {
     (void)be;
     need_f32("swiglu_forward", t);
@@ -238,6 +246,7 @@ static const Ops CPU_OPS = {
     .rmsnorm_forward = cpu_rmsnorm_forward, .rmsnorm_backward = cpu_rmsnorm_backward,
     .rope_forward = cpu_rope_forward, .rope_backward = cpu_rope_backward,
     .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
+    .attention_forward_kv = cpu_attention_forward_kv,
     .swiglu_forward = cpu_swiglu_forward, .swiglu_backward = cpu_swiglu_backward,
     .lmhead_loss = cpu_lmhead_loss,
     .sumsq = cpu_sumsq, .scale = cpu_scale, .add = cpu_add, .adamw = cpu_adamw,
