@@ -3,6 +3,9 @@
 # `make test` runs the whole suite (see scripts/test.sh, which also installs deps).
 CC ?= gcc
 BUILD ?= build
+# `make` alone builds everything; without this the first rule below (a CUDA test program's,
+# in builds that find nvcc) would be the default goal.
+.DEFAULT_GOAL := all
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno -fno-trapping-math -Isrc -I/usr/include/cjson -MMD -MP
 LDLIBS := -lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread
@@ -46,7 +49,7 @@ ifeq ($(CUDA),1)
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 -Isrc -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 CFLAGS += -DOLMO_CUDA
-CU_SRC := $(sort $(wildcard src/kernels/cuda/*.cu))
+CU_SRC := $(sort $(wildcard src/kernels/cuda/*.cu src/train/cuda/*.cu))
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 ifeq ($(CUDA_EMU),1)
 EMU_SRC := $(sort $(wildcard tests/cuemu/*.cpp))

@@ -34,7 +34,7 @@
 #include "train/step.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
-#include "kernels/cuda/cuda_backend.h"
+#include "train/cuda/cuda_backend.h"
 #endif
 
 static int failures;

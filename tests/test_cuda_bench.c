@@ -13,7 +13,7 @@
 #include "train/backend.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
-#include "kernels/cuda/cuda_backend.h"
+#include "train/cuda/cuda_backend.h"
 #endif
 
 int main(int argc, char **argv) {

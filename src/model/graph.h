@@ -1,7 +1,7 @@
 // graph.h: the OLMo 3 model written once, over the op-level backend interface
 // (kernels/ops.h): the forward and backward of one micro-batch, recompute, in-place
 // micro-batch accumulation and the evaluation forward, on whichever backend owns the
-// buffers (the CPU's Model in model.c, the CUDA backend in kernels/cuda/model.cu):
+// buffers (the CPU's Model in model.c, the CUDA backend in train/cuda/model.cu):
 //   qkv = x Wqkv^T; q = rope(norm_q(qkv_q)); k = rope(norm_k(qkv_k)); v = qkv_v
 //   att = attention(q, k, v) (causal, window on sliding layers, optionally within the
 //   token's document); a = att Wo^T. Full layers use the YaRN tables when cfg.rope_scaling.

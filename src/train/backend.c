@@ -11,7 +11,7 @@
 #include "kernels/kernels.h"
 #include "model/graph.h"
 #include "util/common.h"
-#include "kernels/cuda/cuda_backend.h"   // declarations only; the device calls need OLMO_CUDA
+#include "train/cuda/cuda_backend.h"   // declarations only; the device calls need OLMO_CUDA
 
 struct Backend {
     BackendKind kind;

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "dist/dist.h"
-#include "kernels/cuda/cuda_backend.h"
+#include "train/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"

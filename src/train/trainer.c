@@ -23,7 +23,7 @@
 #include "eval/eval.h"
 #include "model/limits.h"
 #include "model/model.h"
-#include "kernels/cuda/cuda_backend.h"
+#include "train/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"

@@ -33,7 +33,7 @@ static inline unsigned nblk(size_t n, int t = 256) { return (unsigned)((n + t - 
     } while (0)
 
 // ---- ops_cuda.cu: the Ops table's stream, and its op scratch reserved for calls up to l
-// (bytes held, or 0 when out of memory; cuda_plan.c's ops_cuda_scratch_bytes says the same).
+// (bytes held, or 0 when out of memory; ops.c's ops_cuda_scratch_bytes says the same).
 struct OpsLimits;
 cudaStream_t ops_cuda_stream(OpsBackend *be);
 size_t ops_cuda_reserve(OpsBackend *be, const OpsLimits *l);
@@ -118,3 +118,25 @@ void poison_cuda(cudaStream_t st, float *x);   // x[0] = NaN (fault injection)
 
 // The DType of a C++ element type (float or bf16).
 template <typename X> constexpr DType dtype_of() { return sizeof(X) == 2 ? DT_BF16 : DT_F32; }
+
+// ---- nccl.cu: the collectives (one rank per GPU) -------------------------------------------
+struct NcclComm;
+// A piece of a device buffer in a grouped collective: count elements of type t at buf,
+// reduced onto (or broadcast from) rank root.
+struct NcclPiece {
+    void *buf;
+    size_t count;
+    DType t;
+    int root;
+};
+int nccl_built(void);
+// Rank 0: the unique id (<= cap bytes; 128 for NCCL 2) to send over MPI; its size, or -1.
+int nccl_unique_id(void *id, size_t cap);
+// Join the communicator; NULL + err (NCCL refuses two ranks on one device).
+NcclComm *nccl_comm_create(const void *id, int rank, int world, char *err, size_t errlen);
+void nccl_comm_destroy(NcclComm *c);
+// The pieces summed onto their roots (in place) / broadcast from them, as one NCCL group,
+// then waited for: a peer that died or stalls for OLMO_NCCL_TIMEOUT seconds ends the job
+// with a message naming `what` and this rank.
+void nccl_reduce_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n, const char *what);
+void nccl_broadcast_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n, const char *what);

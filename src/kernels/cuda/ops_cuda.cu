@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/sizes.h"
 #include "kernels/cuda/ops.cuh"
 
 #define LM_CHUNK CUDA_LM_CHUNK_MAX   // tokens per logits chunk

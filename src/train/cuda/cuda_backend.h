@@ -1,4 +1,5 @@
-// cuda_backend.h: the C interface of the CUDA model (src/kernels/cuda/*.cu). The model
+// cuda_backend.h: the C interface of the CUDA backend's training state (src/train/cuda/model.cu,
+// over the CUDA ops of src/kernels/cuda). The model
 // lives on the device in the parameter table's flat layout (model/params.h): one fp32
 // gradient buffer (micro-batches accumulate into it in place), a bf16 copy of all weights
 // for the GEMMs (bf16 mode; the fp32 mode computes everything in fp32), fp32 master
@@ -23,7 +24,7 @@ typedef struct CudaModel CudaModel;
 
 #include "kernels/cuda/sizes.h"   // sizes shared by model.cu and the memory plan below
 
-// The model state's buffers (cuda_plan.c; model.cu allocates exactly these), in elements:
+// The model state's buffers (train/cuda/cuda_plan.c; model.cu allocates exactly these), in elements:
 // master fp32 [mlo, mhi); Adam m and v (adam each); grad (whole table); weights (the bf16
 // copy, bf16 mode); norms (fp32 norm weights, bf16 with a sharded master); partials
 // (double sum-of-squares chunks). cuda_state_bytes adds the cuBLASLt workspace.
@@ -32,20 +33,6 @@ typedef struct {
 } CudaStateSizes;
 void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_hi, CudaStateSizes *s);
 size_t cuda_state_bytes(const CudaStateSizes *s);
-// The op scratch of the CUDA ops backend (ops_cuda.cu), reserved once for calls up to these
-// sizes: a slot per need (norm weight-gradient partials, attention Di, LM-head logits and
-// dlogits, loss rows, embedding groups, sum-of-squares partials, gathered row indices).
-typedef struct OpsLimits {
-    int rows;      // N = B * T
-    int width;     // widest normed row (max(d_model, Q))
-    int heads;     // n_heads
-    int vocab;     // padded vocabulary
-    size_t flat;   // longest flat range of a sum of squares (the table)
-} OpsLimits;
-enum { OPS_CUDA_S_NORM, OPS_CUDA_S_DI, OPS_CUDA_S_LOGITS, OPS_CUDA_S_DLOGITS, OPS_CUDA_S_ROWS, OPS_CUDA_S_GROUPS,
-       OPS_CUDA_S_PART, OPS_CUDA_S_IDX, OPS_CUDA_SLOTS };
-size_t ops_cuda_scratch_slot(int slot, const OpsLimits *l, int act_bytes);
-size_t ops_cuda_scratch_bytes(const OpsLimits *l, int act_bytes);
 
 // What cuda_model_create allocates on the device, in bytes, by purpose: `olmo info
 // --backend cuda` and a check of the allocator (cuda_model_create prints a note if the two

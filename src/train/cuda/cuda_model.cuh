@@ -1,15 +1,12 @@
-// cuda_model.cuh: the CUDA model's state (model.cu, shared with nccl.cu): what this device
-// holds of the flat parameter table, the graph that runs on it, the NCCL communicator.
+// cuda_model.cuh: the CUDA backend's training state on one device (model.cu): what this
+// device holds of the flat parameter table, the graph that runs on it, the communicator.
 #pragma once
 #include <vector>
-#ifdef OLMO_NCCL
-#include <nccl.h>
-#endif
 
 extern "C" {
 #include "model/graph.h"
 }
-#include "kernels/cuda/cuda_backend.h"
+#include "train/cuda/cuda_backend.h"
 #include "kernels/cuda/ops.cuh"
 
 struct CudaModel {
@@ -42,8 +39,6 @@ struct CudaModel {
     std::vector<double> host_partial;
     int world = 1, rank = 0;
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
-#ifdef OLMO_NCCL
-    ncclComm_t comm = nullptr;
-#endif
+    NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only
     std::vector<void *> ptrs;     // the state buffers, for cudaFree
 };

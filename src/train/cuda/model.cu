@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "kernels/cuda/cuda_model.cuh"
+#include "train/cuda/cuda_model.cuh"
 
 template <typename P> static P *state_alloc(CudaModel *b, size_t count, bool *oom) {
     void *p = nullptr;
@@ -198,9 +198,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
 void cuda_model_destroy(CudaModel *b) {
     if (!b) return;
     cudaStreamSynchronize(b->st);
-#ifdef OLMO_NCCL
-    if (b->comm) ncclCommDestroy(b->comm);
-#endif
+    nccl_comm_destroy(b->comm);
     graph_free(&b->graph);
     state_free(b);
     ops_destroy(b->be);
@@ -320,6 +318,56 @@ void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, fl
                                                b->st));
         }
     }
+}
+
+// ---- multi-GPU ZeRO-1 over NCCL (kernels/cuda/nccl.cu) ---------------------------------------
+
+int cuda_nccl_built(void) { return nccl_built(); }
+
+int cuda_nccl_unique_id(void *id, size_t cap) { return nccl_unique_id(id, cap); }
+
+int cuda_nccl_init(CudaModel *b, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen) {
+    if (!nccl_built()) {
+        snprintf(err, errlen, "this binary was built without NCCL");
+        return -1;
+    }
+    if (b->olo != bounds[rank] || b->ohi != bounds[rank + 1]) {
+        snprintf(err, errlen, "NCCL: the device optimizer range [%zu, %zu) is not shard %d [%zu, %zu)", b->olo, b->ohi,
+                 rank, bounds[rank], bounds[rank + 1]);
+        return -1;
+    }
+    b->comm = nccl_comm_create(id, rank, world, err, errlen);
+    if (!b->comm) return -1;
+    b->world = world;
+    b->rank = rank;
+    b->bounds.assign(bounds, bounds + world + 1);
+    return 0;
+}
+
+// Shard r of the summed gradient lands on rank r, in place in grad: one reduce per shard
+// (root r), grouped. Shards are the CPU's uneven chunk-aligned bounds, which
+// ncclReduceScatter (equal counts) cannot express.
+void cuda_grad_reduce(CudaModel *b) {
+    std::vector<NcclPiece> p;
+    for (int r = 0; r < b->world; r++) p.push_back({b->grad + b->bounds[r], b->bounds[r + 1] - b->bounds[r], DT_F32, r});
+    nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce");
+}
+
+// After AdamW on every shard: each rank broadcasts its shard of the compute weights (bf16;
+// fp32 mode: the master itself) and its pieces of the norm weights (bf16 with a sharded
+// master keeps them in fp32 on every rank).
+void cuda_params_allgather(CudaModel *b) {
+    const DType wt = b->is_bf16 ? DT_BF16 : DT_F32;
+    std::vector<NcclPiece> p;
+    for (int r = 0; r < b->world; r++)
+        p.push_back({(char *)b->w + b->bounds[r] * dtype_size(wt), b->bounds[r + 1] - b->bounds[r], wt, r});
+    for (const CudaModel::NormSeg &s : b->norm_segs)
+        for (int r = 0; r < b->world; r++) {
+            size_t a = s.off > b->bounds[r] ? s.off : b->bounds[r];
+            size_t e = s.off + s.n < b->bounds[r + 1] ? s.off + s.n : b->bounds[r + 1];
+            if (a < e) p.push_back({b->normf + s.coff + (a - s.off), e - a, DT_F32, r});
+        }
+    nccl_broadcast_pieces(b->comm, b->st, p.data(), (int)p.size(), "the weight all-gather");
 }
 
 }   // extern "C"
