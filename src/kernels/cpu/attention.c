@@ -10,7 +10,7 @@
 // and lse.
 // Determinism: each forward output row is produced by one task; in the backward one task
 // per (batch, kv head) walks its query heads and blocks in a fixed order, so dk/dv sums
-// are ordered identically at any thread count. sgemm runs single-threaded inside our
+// are ordered identically at any thread count. sgemm and sgemv run single-threaded inside our
 // OpenMP regions.
 #include <cblas.h>
 #include <math.h>
