@@ -75,7 +75,7 @@ endif
 endif
 endif
 
-SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)
+SRC := $(shell find src -name '*.c' ! -path src/cli/main.c ! -path 'src/kernels/cuda/*' | sort)
 OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -89,7 +89,7 @@ endif
 
 all: $(BUILD)/olmo tests
 
-$(BUILD)/olmo: $(BUILD)/src/main.o $(BUILD)/libolmo.a
+$(BUILD)/olmo: $(BUILD)/src/cli/main.o $(BUILD)/libolmo.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libolmo.a: $(OBJ)
@@ -128,6 +128,6 @@ clean:
 	rm -rf build
 
 .PHONY: all tests test clean repro-check
--include $(OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:%=%.d)
+-include $(OBJ:.o=.d) $(BUILD)/src/cli/main.d $(TEST_BIN:%=%.d)
 repro-check:
 	bash scripts/repro_check.sh

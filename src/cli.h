@@ -1,24 +1,3 @@
-// cli.h: the subcommands of the `olmo` binary. Each returns the process exit status
-// (0 ok, 2 bad input, 1 internal failure) and handles its own --help.
-#ifndef OLMO_CLI_H
-#define OLMO_CLI_H
-
-int cmd_train(int argc, char **argv);
-int cmd_info(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
-int cmd_prepare(int argc, char **argv);
-int cmd_data(int argc, char **argv);
-int cmd_data_verify(int argc, char **argv);   // `olmo data verify` (argv[0] = "verify")
-int cmd_bench(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_export_hf(int argc, char **argv);
-int cmd_import_hf(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-int cmd_compare(int argc, char **argv);
-int cmd_report(int argc, char **argv);
-int cmd_ckpt(int argc, char **argv);
-
-// True when argv holds -h or --help.
-int cli_wants_help(int argc, char **argv);
-
-#endif
+// cli.h: forwards to cli/cli.h, the subcommands' header, for src/model/generate.c (its
+// `#include "cli.h"`). Delete this file when cmd_generate moves to src/cli/cmd_generate.c.
+#include "cli/cli.h"

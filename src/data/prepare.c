@@ -27,7 +27,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/manifest.h"
 #include "data/tokenizer.h"
 #include "util/common.h"

@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/tokenizer.h"
 #include "io/hf.h"
 #include "io/safetensors.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/loader.h"
 #include "dist/dist.h"
 #include "eval/alarm.h"

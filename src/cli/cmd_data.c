@@ -21,7 +21,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/loader.h"
 #include "data/pcg64.h"
 #include "train/recipe.h"

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "train/checkpoint.h"
 #include "train/ckpt_verify.h"
 

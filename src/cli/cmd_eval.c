@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "eval/eval.h"
 #include "eval/eval_internal.h"
 #include "io/hf.h"

@@ -1,4 +1,4 @@
-// bench.c: `olmo bench`: training throughput on fixed configs, side by side with the
+// cmd_bench.c: `olmo bench`: training throughput on fixed configs, side by side with the
 // PyTorch reference (tests/ref/olmo_ref.py --bench) on the same config and thread count,
 // measured in the same run (issue 8). Per (config, precision): tokens/s, MFU (OLMo-core
 // count) against this machine's measured GEMM peak of that precision (peak.h), peak RSS,
@@ -17,7 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
