@@ -2,6 +2,8 @@
 # BUILD=dir puts objects and binaries elsewhere (default build/).
 # `make test` runs the whole suite (see scripts/test.sh, which also installs deps).
 CC ?= gcc
+# `make` builds `all`, also when the CUDA test rules below come first (nvcc present).
+.DEFAULT_GOAL := all
 BUILD ?= build
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno -fno-trapping-math -Isrc -I/usr/include/cjson -MMD -MP
