@@ -1,8 +1,10 @@
-// config_json.c: see config_json.h.
+// config_json.c: a ModelConfig to and from JSON (config_json.h): the writer and the reader of
+// train_state.json's "model" object and of the "olmo_config" safetensors metadata.
 #include "model/config_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 cJSON *model_config_to_json(const ModelConfig *c) {
@@ -53,5 +55,45 @@ int model_rope_scaling_from_json(const cJSON *model, RopeScaling *out, char *err
         v[i] = x->valuedouble;
     }
     *out = (RopeScaling){ROPE_SCALING_YARN, v[0], v[1], v[2], (int)v[3]};
+    return 0;
+}
+
+char *olmo_config_json(const ModelConfig *c, int seq_len) {
+    cJSON *o = model_config_to_json(c);
+    if (seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", seq_len);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int model_config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const char *where, char *err, size_t errlen) {
+    static const char *keys[] = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+                                 "mlp_hidden", "rope_theta", "rms_eps", "sliding_window", "full_attn_every"};
+    double v[11];
+    for (int i = 0; i < 11; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: model config lacks number '%s'", where, keys[i]); return -1; }
+        v[i] = x->valuedouble;
+        // Counts must be positive integers that fit an int before the casts below (casting
+        // 1e20 is undefined behaviour: found by fuzz/hf_config.c).
+        if (i != 7 && i != 8 && !(v[i] >= 1 && v[i] <= (1 << 30) && v[i] == (double)(int)v[i])) {
+            snprintf(err, errlen, "%s: model config '%s' must be a positive integer", where, keys[i]);
+            return -1;
+        }
+    }
+    memset(c, 0, sizeof *c);
+    c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->n_layers = (int)v[2]; c->n_heads = (int)v[3];
+    c->n_kv_heads = (int)v[4]; c->head_dim = (int)v[5]; c->mlp_hidden = (int)v[6]; c->rope_theta = v[7];
+    c->rms_eps = v[8]; c->sliding_window = (int)v[9]; c->full_attn_every = (int)v[10];
+    char rerr[200];
+    if (model_rope_scaling_from_json(o, &c->rope_scaling, rerr, sizeof rerr)) {
+        snprintf(err, errlen, "%s: model config %s", where, rerr);
+        return -1;
+    }
+    model_config_derive(c);
+    const char *bad = model_config_check(c);
+    if (bad) { snprintf(err, errlen, "%s: %s", where, bad); return -1; }
+    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
+    if (seq_len && cJSON_IsNumber(sl) && sl->valuedouble >= 0 && sl->valuedouble <= (1 << 30)) *seq_len = (int)sl->valuedouble;
     return 0;
 }

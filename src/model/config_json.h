@@ -4,6 +4,8 @@
 #ifndef OLMO_CONFIG_JSON_H
 #define OLMO_CONFIG_JSON_H
 
+#include <stddef.h>
+
 #include "model/config.h"
 
 typedef struct cJSON cJSON;
@@ -14,5 +16,14 @@ cJSON *model_config_to_json(const ModelConfig *c);
 // Read "rope_scaling" of such an object into *out (absent = none: checkpoints written
 // before it existed). Returns 0, or -1 with a message naming the bad field.
 int model_rope_scaling_from_json(const cJSON *model, RopeScaling *out, char *err, size_t errlen);
+
+// The "olmo_config" JSON text of a config (malloc'd): model_config_to_json's object plus
+// "seq_len" when seq_len > 0 (safetensors __metadata__ of import-hf and export-hf outputs).
+char *olmo_config_json(const ModelConfig *c, int seq_len);
+// The reader of both: a ModelConfig from such an object (every count a positive integer,
+// rope_scaling as above), derived and checked (model_config_check); *seq_len gets "seq_len"
+// when seq_len is not NULL and the object has one. Returns 0, or -1 with a message that
+// starts with `where`.
+int model_config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const char *where, char *err, size_t errlen);
 
 #endif
