@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "dist/dist.h"
+#include "io/params_io.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"

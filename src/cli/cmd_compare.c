@@ -23,10 +23,11 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "io/params_io.h"
 #include "model/model.h"
+#include "recipe/recipe.h"
 #include "train/checkpoint.h"
 #include "train/history.h"
-#include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
 

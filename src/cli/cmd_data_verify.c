@@ -16,7 +16,8 @@
 #include "cli/cli.h"
 #include "data/loader.h"
 #include "data/manifest.h"
-#include "train/recipe.h"
+#include "recipe/mixture.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 #define VERIFY_BLOCK ((size_t)8 << 20)

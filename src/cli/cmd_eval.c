@@ -14,6 +14,7 @@
 #include "eval/eval.h"
 #include "eval/eval_internal.h"
 #include "io/hf.h"
+#include "io/params_io.h"
 #include "model/model.h"
 #include "util/common.h"
 

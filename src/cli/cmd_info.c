@@ -10,8 +10,8 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "recipe/recipe.h"
 #include "train/peak.h"
-#include "train/recipe.h"
 #include "util/common.h"
 
 static void print_bytes(const char *what, double b) {

@@ -19,8 +19,8 @@
 
 #include "cli/cli.h"
 #include "eval/svg.h"
+#include "recipe/recipe.h"
 #include "train/history.h"
-#include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
 

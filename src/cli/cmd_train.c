@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "dist/dist.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 #include "train/trainer.h"
 #include "util/common.h"
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 typedef struct cJSON cJSON;
 typedef struct Evaluator Evaluator;

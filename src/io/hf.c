@@ -20,12 +20,13 @@
 #include <cjson/cJSON.h>
 
 #include "data/tokenizer.h"
+#include "io/ckpt_dir.h"
+#include "io/ckpt_verify.h"
 #include "io/hf.h"
+#include "io/params_io.h"
 #include "io/safetensors.h"
 #include "model/config_json.h"
-#include "train/checkpoint.h"
-#include "train/ckpt_verify.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 #define DOLMA2_VOCAB 100278

@@ -3,7 +3,7 @@
 #ifndef OLMO_TRAINER_H
 #define OLMO_TRAINER_H
 
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 // Train the recipe r (loaded and validated; recipe_path names it in the first line),
 // on every rank of the job (dist_init done): the recipe, the data, the evaluation sets and
