@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """include_graph.py: which folders of src/ include which (docs/architecture.md, issue 21).
 
-    /usr/bin/python3 scripts/include_graph.py [--files] [--ignore DIR ...]
+    /usr/bin/python3 scripts/include_graph.py [--files] [--ignore DIR ...] [--skip FILE ...]
 
 For each folder src/D (util left out unless named), the other folders src/E whose headers
 its files #include ("E/..." relative to src/, as the Makefile's -Isrc resolves them; a
@@ -9,7 +9,10 @@ bare "x.h" resolves beside the including file, then in src/). Prints one line pe
 `D -> E1 E2 ...`, then every pair of folders that include each other (a cycle of two) and
 any longer cycle, and exits 1 when there is a cycle, 0 otherwise. --files adds, under each
 edge, the files that make it. --ignore DIR drops a folder's edges from the cycle check
-(its own and those into it), e.g. --ignore kernels.
+(its own and those into it), e.g. --ignore kernels. --skip FILE leaves one file's
+#includes out altogether (what the graph becomes when that file changes). Without a
+cycle it also prints the layering: the folders lowest first, each after every folder it
+includes (folders that include each other share a line).
 """
 import os
 import re
@@ -21,16 +24,18 @@ EXTS = (".c", ".h", ".cu", ".cuh")
 
 def folder_of(path):
     parts = os.path.relpath(path, "src").split(os.sep)
-    return parts[0] if len(parts) > 1 else "."
+    return parts[0] if len(parts) > 1 else "(src)"
 
 
-def graph():
+def graph(skip=()):
     edges = {}
     for root, _, names in os.walk("src"):
         for n in sorted(names):
             if not n.endswith(EXTS):
                 continue
             f = os.path.join(root, n)
+            if os.path.normpath(f) in skip:
+                continue
             d = folder_of(f)
             with open(f, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
@@ -81,10 +86,43 @@ def cycles(edges, ignore):
     return pairs, out
 
 
+def layers(edges, ignore):
+    """The folders lowest first; a strongly connected group (e.g. model and kernels when
+    kernels is not ignored) stands as one entry, its folders joined by '+'."""
+    nodes = set(edges) | {e for es in edges.values() for e in es}
+    # condense the cycles that the ignore set lets stand
+    adj = {d: set(es) - {d} for d, es in edges.items()}
+    group = {n: n for n in nodes}
+    for d in ignore:
+        for e in list(adj.get(d, ())):
+            if d in adj.get(e, ()):
+                g = "+".join(sorted({group[d], group[e]}))
+                for n in nodes:
+                    if group[n] in (group[d], group[e]):
+                        group[n] = g
+    deps = {}
+    for d, es in adj.items():
+        for e in es:
+            if group[e] != group[d]:
+                deps.setdefault(group[d], set()).add(group[e])
+    order, done = [], set()
+    pending = sorted(set(group.values()))
+    while pending:
+        ready = [g for g in pending if deps.get(g, set()) <= done]
+        if not ready:
+            return None
+        for g in ready:
+            order.append(g)
+            done.add(g)
+        pending = [g for g in pending if g not in done]
+    return order
+
+
 def main(argv):
     files = "--files" in argv
     ignore = {argv[i + 1] for i, a in enumerate(argv) if a == "--ignore" and i + 1 < len(argv)}
-    edges = graph()
+    skip = {os.path.normpath(argv[i + 1]) for i, a in enumerate(argv) if a == "--skip" and i + 1 < len(argv)}
+    edges = graph(skip)
     for d in sorted(edges):
         print(f"{d} -> {' '.join(sorted(edges[d]))}")
         if files:
@@ -96,6 +134,10 @@ def main(argv):
         print(f"cycle: {a} <-> {b}")
     for c in comps:
         print(f"strongly connected: {' '.join(c)}")
+    if not comps:
+        order = layers(edges, ignore)
+        if order:
+            print("layering (lowest first): " + " < ".join(order))
     return 1 if comps else 0
 
 
