@@ -1,11 +1,13 @@
-// trainer.c: the training run of `olmo train RECIPE.yml [key=value ...]` (also as `mpirun
-// -np W olmo train ...`; the command is src/cli/cmd_train.c): train_run (trainer.h). Validates the recipe, the data, the evaluation sets and any
-// checkpoint to resume from (and, on resume, this recipe against the checkpoint's:
-// resume_guard) before writing anything, then per step: this rank's block
-// of the global batch -> train_step (reduction across ranks, ZeRO-1 AdamW) -> one
-// progress line and one metrics.jsonl record (rank 0), checkpoints every ckpt.interval
-// steps and at the end, held-out evaluation at step 0, every eval.interval and at the end.
-// SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step, checkpoint, exit 0.
+// trainer.c: the training run of `olmo train RECIPE.yml [key=value ...]`, also as `mpirun
+// -np W olmo train ...` (train_run, trainer.h; the command is src/cli/cmd_train.c).
+// Validates the recipe, the data, the evaluation sets and any checkpoint to resume from
+// (and, on resume, this recipe against the checkpoint's: resume_guard) before writing
+// anything, then per step: this rank's block of the global batch -> train_step (reduction
+// across ranks, ZeRO-1 AdamW) -> one progress line and one metrics.jsonl record (rank 0),
+// checkpoints every ckpt.interval steps and at the end, held-out evaluation at step 0,
+// every eval.interval and at the end. train_run reads as that list of steps (run_plan ...
+// run_finish). SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step,
+// checkpoint, exit 0.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
