@@ -1,6 +1,7 @@
 // config_json.h: a ModelConfig as a JSON object with the field names of config.h. Used by
 // checkpoints (train_state.json "model") and by HF export/import ("olmo_config"), so the
-// two describe a model in the same words.
+// two describe a model in the same words. The writer, the reader and the list of fields
+// are all in config_json.c.
 #ifndef OLMO_CONFIG_JSON_H
 #define OLMO_CONFIG_JSON_H
 
@@ -25,5 +26,13 @@ char *olmo_config_json(const ModelConfig *c, int seq_len);
 // when seq_len is not NULL and the object has one. Returns 0, or -1 with a message that
 // starts with `where`.
 int model_config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const char *where, char *err, size_t errlen);
+
+// The object's numeric fields, i = 0 .. model_config_json_nfields() - 1 in the writer's
+// order, for a reader that compares instead of building (a checkpoint against the
+// recipe's shape, src/train/checkpoint.c): field i's name, with c's value in *value; and
+// field i of c set from a value.
+int model_config_json_nfields(void);
+const char *model_config_json_field(const ModelConfig *c, int i, double *value);
+void model_config_json_set(ModelConfig *c, int i, double v);
 
 #endif

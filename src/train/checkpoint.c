@@ -200,16 +200,13 @@ static int state_from_json(const char *path, const char *txt, TrainState *st, co
     int nmm = 0;
     if (!cJSON_IsObject(mo)) addf(miss, sizeof miss, &nmiss, "model");
     else {
-#define MF(field)                                                                                            \
-    do {                                                                                                     \
-        if (get_num(mo, #field, &v)) addf(miss, sizeof miss, &nmiss, "model." #field);                        \
-        else if (v != (double)cfg->field)                                                                    \
-            addf(mm, sizeof mm, &nmm, #field " %.10g in the checkpoint, %.10g in the recipe", v, (double)cfg->field); \
-        else st->cfg.field = cfg->field;                                                                     \
-    } while (0)
-        MF(vocab_size); MF(padded_vocab); MF(d_model); MF(n_layers); MF(n_heads); MF(n_kv_heads); MF(head_dim);
-        MF(mlp_hidden); MF(rope_theta); MF(rms_eps); MF(sliding_window); MF(full_attn_every);
-#undef MF
+        for (int i = 0; i < model_config_json_nfields(); i++) {
+            double want;
+            const char *name = model_config_json_field(cfg, i, &want);
+            if (get_num(mo, name, &v)) addf(miss, sizeof miss, &nmiss, "model.%s", name);
+            else if (v != want) addf(mm, sizeof mm, &nmm, "%s %.10g in the checkpoint, %.10g in the recipe", name, v, want);
+            else model_config_json_set(&st->cfg, i, want);
+        }
         // RoPE scaling is read, not compared: it has no weights, and load_path may change it
         // on purpose (stage 2 -> 3); the trainer refuses a change on resume.
         char rerr[160];
