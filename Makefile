@@ -2,6 +2,8 @@
 # BUILD=dir puts objects and binaries elsewhere (default build/).
 # `make test` runs the whole suite (see scripts/test.sh, which also installs deps).
 CC ?= gcc
+# `make` builds `all`, also when the CUDA test rules below come first (nvcc present).
+.DEFAULT_GOAL := all
 BUILD ?= build
 # `make` alone builds everything; without this the first rule below (a CUDA test program's,
 # in builds that find nvcc) would be the default goal.
@@ -78,7 +80,7 @@ endif
 endif
 endif
 
-SRC := $(shell find src -name '*.c' ! -name main.c ! -path 'src/kernels/cuda/*' | sort)
+SRC := $(shell find src -name '*.c' ! -path src/cli/main.c ! -path 'src/kernels/cuda/*' | sort)
 OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -92,7 +94,7 @@ endif
 
 all: $(BUILD)/olmo tests
 
-$(BUILD)/olmo: $(BUILD)/src/main.o $(BUILD)/libolmo.a
+$(BUILD)/olmo: $(BUILD)/src/cli/main.o $(BUILD)/libolmo.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libolmo.a: $(OBJ)
@@ -131,6 +133,6 @@ clean:
 	rm -rf build
 
 .PHONY: all tests test clean repro-check
--include $(OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:%=%.d)
+-include $(OBJ:.o=.d) $(BUILD)/src/cli/main.d $(TEST_BIN:%=%.d)
 repro-check:
 	bash scripts/repro_check.sh

@@ -1,9 +1,9 @@
-// Fuzz the checkpoint checksum file parser (ckpt_sums_parse, src/train/ckpt_verify.c) past
+// Fuzz the checkpoint checksum file parser (ckpt_sums_parse, src/io/ckpt_verify.c) past
 // its own CRC: the input gets the correct "end <crc32c>" line appended, so the line parser
 // and the cover checks see arbitrary text. Whatever parses is then checked against the
 // input bytes as each listed file's contents (sizes must match before any byte is read).
 #include "util.c"
-#include "train/ckpt_verify.h"
+#include "io/ckpt_verify.h"
 #include "util/crc32c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {

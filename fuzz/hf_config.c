@@ -1,10 +1,8 @@
-// Fuzz the HF config.json reader (hf_config_read) and the "olmo_config" JSON of a
-// safetensors' metadata (config_from_json); both static in hf.c, hence the #include.
+// Fuzz the HF config.json reader (hf_config_read, static in hf.c, hence the #include) and
+// the reader of the "olmo_config" JSON of a safetensors' metadata (model_config_from_json,
+// src/model/config_json.c).
 #include "util.c"
 #include "io/hf.c"
-
-// Defined in main.c (not linked into harnesses); the import/export commands reference it.
-int cli_wants_help(int argc, char **argv) { (void)argc; (void)argv; return 0; }
 
 static char dir[256];
 
@@ -28,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (o) {
         ModelConfig c;
         int seq = 0;
-        (void)config_from_json(o, &c, &seq, "olmo_config", err, sizeof err);
+        (void)model_config_from_json(o, &c, &seq, "olmo_config", err, sizeof err);
         cJSON_Delete(o);
     }
     free(txt);

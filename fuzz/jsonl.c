@@ -3,9 +3,6 @@
 #include "util.c"
 #include "data/prepare.c"
 
-// Defined in main.c (not linked into harnesses); cmd_prepare references it.
-int cli_wants_help(int argc, char **argv) { (void)argc; (void)argv; return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     char *line = fz_str(d, n);
     Doc doc;

@@ -1,7 +1,7 @@
 // Fuzz recipe_load: the input is a YAML file, optionally followed by a line "#OVERRIDES"
 // and then one key=value override per line.
 #include "util.c"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     char *s = fz_str(d, n);

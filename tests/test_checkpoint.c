@@ -18,7 +18,7 @@
 #include "dist/dist.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
-#include "train/ckpt_verify.h"
+#include "io/ckpt_verify.h"
 #include "train/optim.h"
 #include "util/common.h"
 #include "util/crc32c.h"

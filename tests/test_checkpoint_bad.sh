@@ -5,7 +5,7 @@
 # safetensors file, a tensor with the wrong shape, a tensor with the wrong dtype,
 # `latest` naming a missing directory, a train_state.json that does not parse, a
 # train.resume PATH that does not exist, a world size that does not divide the batch.
-# A changed file is first caught by its checksum (checksums.txt, src/train/ckpt_verify.h;
+# A changed file is first caught by its checksum (checksums.txt, src/io/ckpt_verify.h;
 # the bit-flip cases are in test_faults.sh): the structural cases drop checksums.txt, as in
 # a checkpoint written before checksums, which loads with a warning, then is validated.
 cd "$(dirname "$0")/.."

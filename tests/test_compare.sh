@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_compare.sh: `olmo compare` (src/eval/compare.c, docs/report.md).
+# test_compare.sh: `olmo compare` (src/cli/cmd_compare.c, docs/report.md).
 #  1. Hand-written metrics.jsonl: gaps within tolerance -> exit 0 (MATCH, sign flips
 #     counted); a CE gap or a task-accuracy gap beyond tolerance -> exit 1; no common
 #     eval step, a missing run directory, a run without metrics.jsonl -> exit 2 with a message.

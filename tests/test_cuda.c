@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/params_io.h"
 #include "model/model.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"

@@ -18,7 +18,7 @@
 #include "data/tokenizer.h"
 #include "eval/eval.h"
 #include "model/model.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 #include "check.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 #include "check.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_report.sh: `olmo report` (src/eval/report.c, docs/report.md) on two tiny trained runs
+# test_report.sh: `olmo report` (src/cli/cmd_report.c, docs/report.md) on two tiny trained runs
 # (olmo3-tiny, vocab 1000, eval sets + a task every 2 steps; run B has an alarm record
 # appended): the HTML holds the expected data-series for both runs, tables and alarms, no
 # external reference (no http:, https:, src=, <script>), the default output path works,

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/tokenizer.h"
 #include "io/hf.h"
 #include "io/safetensors.h"

@@ -1,4 +1,5 @@
-// prepare.c: `olmo prepare`: turns JSONL / plain-text corpora into OLMo-core token files.
+// prepare.c: the work of `olmo prepare` (prepare.h; the command is src/cli/cmd_prepare.c):
+// turns JSONL / plain-text corpora into OLMo-core token files.
 //
 // Each input file is one *source* (named after its stem: news.jsonl.gz -> news). Its
 // documents are tokenized, each followed by one EOS, and written as raw little-endian
@@ -27,8 +28,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "cli.h"
 #include "data/manifest.h"
+#include "data/prepare.h"
 #include "data/tokenizer.h"
 #include "util/common.h"
 
@@ -474,91 +475,17 @@ static void process_source(const Input *in, SplitOut outs[NSPLITS], const Option
 }
 
 // ---------------------------------------------------------------------------------------
-
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: olmo prepare INPUT... -o OUTDIR [options]\n"
-        "  Tokenize JSONL (`text` field; .jsonl/.json, optionally .gz/.zst) or plain-text files\n"
-        "  (one document per file), or directories of them, into OLMo-core token files:\n"
-        "  OUTDIR/<source>.npy (train) and OUTDIR/<source>.heldout.npy, raw uint32 with one\n"
-        "  EOS after every document, plus OUTDIR/manifest.json.\n"
-        "options:\n"
-        "  -o, --output DIR      output directory (created)\n"
-        "  --heldout-frac F      fraction of documents held out, by hash (default 0.05)\n"
-        "  --heldout-seed S      seed of the held-out hash (default 0)\n"
-        "  --threads N           tokenizer threads (default: all cores; output is identical)\n"
-        "  --tokenizer PATH      tokenizer.json (default: $OLMO_TOKENIZER or %s)\n"
-        "  --skip-bad            skip (and count) malformed records instead of failing\n"
-        "  --force               redo sources whose outputs are up to date\n"
-        "or:    olmo prepare --list OUTDIR   (the outputs recorded in OUTDIR/manifest.json)\n",
-        TOKENIZER_DEFAULT_PATH);
-}
+// The run: inputs, the old manifest, each source, then the outputs and the new manifest.
 
 static int cmp_input(const void *a, const void *b) {
     return strcmp(((const Input *)a)->source, ((const Input *)b)->source);
 }
 
-// `olmo prepare --list OUTDIR`: prints the manifest through the reader API (manifest.h).
-static int list_manifest(const char *dir) {
-    Manifest *m = manifest_load(dir);
-    printf("# tokenizer %s (sha256 %.16s...), eos %u\n", m->tokenizer_path, m->tokenizer_fingerprint, m->eos_id);
-    printf("%-20s %-8s %10s %12s %12s  %s\n", "source", "split", "documents", "tokens", "utf8_bytes", "path");
-    for (int i = 0; i < m->n_outputs; i++) {
-        const ManifestOutput *o = &m->outputs[i];
-        printf("%-20s %-8s %10lld %12lld %12lld  %s\n", o->source, o->split, (long long)o->documents,
-               (long long)o->tokens, (long long)o->utf8_bytes, o->full_path);
-    }
-    manifest_free(m);
-    return 0;
-}
-
-int cmd_prepare(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
-    if (argc >= 2 && !strcmp(argv[1], "--list")) {
-        if (argc != 3) die_input("usage: olmo prepare --list OUTDIR");
-        return list_manifest(argv[2]);
-    }
-    const char *outdir = NULL, *tok_arg = NULL;
-    double frac = 0.05;
-    uint64_t seed = 0;
-    int nthreads = omp_get_max_threads(), skip_bad = 0, force = 0;
-    char **paths = xmalloc((argc + 1) * sizeof *paths);
-    int npaths = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        char *end = NULL;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!has_val) die_input("%s needs a directory", a);
-            outdir = argv[++i];
-        } else if (!strcmp(a, "--heldout-frac")) {
-            if (!has_val) die_input("--heldout-frac needs a value");
-            frac = strtod(argv[++i], &end);
-            if (*end || !(frac >= 0 && frac <= 1)) die_input("--heldout-frac: '%s' is not in [0, 1]", argv[i]);
-        } else if (!strcmp(a, "--heldout-seed")) {
-            if (!has_val) die_input("--heldout-seed needs a value");
-            seed = strtoull(argv[++i], &end, 10);
-            if (*end || argv[i][0] == '-' || !argv[i][0]) die_input("--heldout-seed: '%s' is not a non-negative integer", argv[i]);
-        } else if (!strcmp(a, "--threads")) {
-            if (!has_val) die_input("--threads needs a value");
-            long t = strtol(argv[++i], &end, 10);
-            if (*end || t < 1 || t > 4096) die_input("--threads: '%s' is not a positive integer", argv[i]);
-            nthreads = (int)t;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!has_val) die_input("--tokenizer needs a path");
-            tok_arg = argv[++i];
-        } else if (!strcmp(a, "--skip-bad")) skip_bad = 1;
-        else if (!strcmp(a, "--force")) force = 1;
-        else if (a[0] == '-' && a[1]) die_input("prepare: unknown option '%s' (see olmo prepare --help)", a);
-        else paths[npaths++] = argv[i];
-    }
-    if (!outdir) { usage(stderr); die_input("prepare: -o OUTDIR is required"); }
-    if (npaths == 0) { usage(stderr); die_input("prepare: no inputs given"); }
-
-    // Inputs first: a missing input is reported before any slow work.
+// Every input file of the given paths, sorted by source; a missing input or two inputs
+// with one source name is bad input, reported before any slow work.
+static Input *collect_inputs(char **paths, int npaths, int *nin_out) {
     Input *ins = NULL;
     int nin = 0;
-    g_outdir_real = realpath(outdir, NULL);
     for (int i = 0; i < npaths; i++) {
         int before = nin;
         collect(&ins, &nin, paths[i], 0);
@@ -569,112 +496,99 @@ int cmd_prepare(int argc, char **argv) {
         if (!strcmp(ins[i].source, ins[i - 1].source))
             die_input("inputs %s and %s both map to source '%s' (sources are file stems and must be unique)",
                       ins[i - 1].path, ins[i].path, ins[i].source);
+    *nin_out = nin;
+    return ins;
+}
 
-    char *tok_path = tokenizer_resolve_path(tok_arg);
-    Tokenizer *tok = tokenizer_load(tok_path);
-    const char *fp = tokenizer_fingerprint(tok);
-
-    // Options that change output bytes (or which records are kept) are hashed: a rerun
-    // with a different hash redoes the source.
-    char optbuf[512], opts_hash[65];
-    snprintf(optbuf, sizeof optbuf, "%s|%s|frac=%.17g|seed=%llu|skip_bad=%d", PREPARE_FORMAT, fp, frac,
-             (unsigned long long)seed, skip_bad);
-    sha256_hex(optbuf, strlen(optbuf), opts_hash);
-    Options o = {.opts_hash = opts_hash, .frac = frac, .seed = seed, .skip_bad = skip_bad,
-                 .nthreads = nthreads, .outdir = outdir, .tok = tok};
-
-    if (mkdir_p(outdir) != 0) die_input("cannot create output directory %s: %s", outdir, strerror(errno));
-    char manifest_path[4096];
-    snprintf(manifest_path, sizeof manifest_path, "%s/manifest.json", outdir);
-    cJSON *old = NULL;
-    {
-        size_t mlen = 0;
-        char *mtext = read_file_all(manifest_path, &mlen);
-        if (mtext) {
-            old = cJSON_ParseWithLength(mtext, mlen);
-            free(mtext);
-            const char *f = old ? jstr(old, "format") : NULL;
-            const cJSON *t = old ? cJSON_GetObjectItemCaseSensitive(old, "tokenizer") : NULL;
-            const char *ofp = t ? jstr(t, "fingerprint") : NULL;
-            if (!f || strcmp(f, PREPARE_FORMAT) || !ofp || strcmp(ofp, fp)) {
-                // Another format or tokenizer: nothing in it can be reused or kept.
-                if (old) warnf("%s: written with another tokenizer or format; its entries are dropped", manifest_path);
-                cJSON_Delete(old);
-                old = NULL;
-            }
-        }
+// The manifest.json already in OUTDIR, or NULL when there is none or it was written with
+// another tokenizer or format (then nothing in it can be reused or kept).
+static cJSON *read_old_manifest(const char *manifest_path, const char *fp) {
+    size_t mlen = 0;
+    char *mtext = read_file_all(manifest_path, &mlen);
+    if (!mtext) return NULL;
+    cJSON *old = cJSON_ParseWithLength(mtext, mlen);
+    free(mtext);
+    const char *f = old ? jstr(old, "format") : NULL;
+    const cJSON *t = old ? cJSON_GetObjectItemCaseSensitive(old, "tokenizer") : NULL;
+    const char *ofp = t ? jstr(t, "fingerprint") : NULL;
+    if (!f || strcmp(f, PREPARE_FORMAT) || !ofp || strcmp(ofp, fp)) {
+        if (old) warnf("%s: written with another tokenizer or format; its entries are dropped", manifest_path);
+        cJSON_Delete(old);
+        old = NULL;
     }
+    return old;
+}
 
-    g_tty = isatty(2);
-    cJSON *new_sources = cJSON_CreateArray(), *new_outputs = cJSON_CreateArray();
-    SplitOut (*outs)[NSPLITS] = xcalloc(nin, sizeof *outs);
-    int *redo = xcalloc(nin, sizeof *redo);
-    Progress total = {.t0 = now_seconds()};
-    int64_t total_empty = 0, total_bad = 0, total_docs = 0, total_tokens = 0;
-    int n_up_to_date = 0;
-    for (int i = 0; i < nin; i++) {
-        const Input *in = &ins[i];
-        if (!force && source_up_to_date(old, in, &o)) {
-            fprintf(stderr, "prepare [%d/%d] %s: up to date, skipped (--force to redo)\n", i + 1, nin, in->source);
-            n_up_to_date++;
-            continue;
-        }
-        redo[i] = 1;
-        for (int s = 0; s < NSPLITS; s++) {
-            SplitOut *so = &outs[i][s];
-            size_t l = strlen(outdir) + strlen(in->source) + 64;
-            so->rel_path = xmalloc(l);
-            snprintf(so->rel_path, l, "%s%s", in->source, SPLIT_SUFFIX[s]);
-            so->final_path = xmalloc(l);
-            snprintf(so->final_path, l, "%s/%s", outdir, so->rel_path);
-            so->tmp_path = xmalloc(l + 32);
-            snprintf(so->tmp_path, l + 32, "%s.tmp.%d", so->final_path, (int)getpid());
-        }
-        Progress pr = {.t0 = now_seconds()};
-        process_source(in, outs[i], &o, &pr, i, nin);
-        progress_line(in->source, i, nin, &pr, 1);
-        if (pr.empty || pr.bad)
-            fprintf(stderr, "prepare [%d/%d] %s: skipped %lld empty and %lld bad documents\n", i + 1, nin,
-                    in->source, (long long)pr.empty, (long long)pr.bad);
-        total.text_bytes += pr.text_bytes;
-        total_empty += pr.empty; total_bad += pr.bad;
-        for (int s = 0; s < NSPLITS; s++) { total_docs += outs[i][s].documents; total_tokens += outs[i][s].tokens; }
+// Totals over the sources of a run (the last line of output).
+typedef struct {
+    int64_t empty, bad, docs, tokens;
+} Totals;
 
-        cJSON *src = cJSON_CreateObject();
-        cJSON_AddStringToObject(src, "source", in->source);
-        cJSON *arr = cJSON_AddArrayToObject(src, "inputs");
-        cJSON *ij = cJSON_CreateObject();
-        cJSON_AddStringToObject(ij, "path", in->path);
-        cJSON_AddNumberToObject(ij, "size", (double)in->size);
-        cJSON_AddNumberToObject(ij, "mtime_s", (double)in->mtime_s);
-        cJSON_AddNumberToObject(ij, "mtime_nsec", (double)in->mtime_nsec);
-        cJSON_AddItemToArray(arr, ij);
-        cJSON_AddStringToObject(src, "options_hash", opts_hash);
-        cJSON_AddNumberToObject(src, "heldout_frac", frac);
-        cJSON_AddNumberToObject(src, "heldout_seed", (double)seed);
-        cJSON_AddNumberToObject(src, "skipped_empty", (double)pr.empty);
-        cJSON_AddNumberToObject(src, "skipped_bad", (double)pr.bad);
-        cJSON_AddItemToArray(new_sources, src);
-        for (int s = 0; s < NSPLITS; s++) {
-            SplitOut *so = &outs[i][s];
-            if (so->documents == 0) continue;   // an empty split gets no file
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "source", in->source);
-            cJSON_AddStringToObject(e, "split", SPLIT_NAME[s]);
-            cJSON_AddStringToObject(e, "path", so->rel_path);
-            cJSON_AddNumberToObject(e, "documents", (double)so->documents);
-            cJSON_AddNumberToObject(e, "tokens", (double)so->tokens);
-            cJSON_AddNumberToObject(e, "utf8_bytes", (double)so->utf8_bytes);
-            cJSON_AddStringToObject(e, "sha256", so->sha256);
-            cJSON_AddNumberToObject(e, "heldout_frac", frac);
-            cJSON *ia = cJSON_AddArrayToObject(e, "inputs");
-            cJSON_AddItemToArray(ia, cJSON_CreateString(in->path));
-            cJSON_AddItemToArray(new_outputs, e);
-        }
+// The manifest entries of a source just prepared: its "sources" record and one "outputs"
+// record per non-empty split.
+static void manifest_add_source(cJSON *new_sources, cJSON *new_outputs, const Input *in, const SplitOut *outs,
+                                const Options *o, const Progress *pr) {
+    cJSON *src = cJSON_CreateObject();
+    cJSON_AddStringToObject(src, "source", in->source);
+    cJSON *arr = cJSON_AddArrayToObject(src, "inputs");
+    cJSON *ij = cJSON_CreateObject();
+    cJSON_AddStringToObject(ij, "path", in->path);
+    cJSON_AddNumberToObject(ij, "size", (double)in->size);
+    cJSON_AddNumberToObject(ij, "mtime_s", (double)in->mtime_s);
+    cJSON_AddNumberToObject(ij, "mtime_nsec", (double)in->mtime_nsec);
+    cJSON_AddItemToArray(arr, ij);
+    cJSON_AddStringToObject(src, "options_hash", o->opts_hash);
+    cJSON_AddNumberToObject(src, "heldout_frac", o->frac);
+    cJSON_AddNumberToObject(src, "heldout_seed", (double)o->seed);
+    cJSON_AddNumberToObject(src, "skipped_empty", (double)pr->empty);
+    cJSON_AddNumberToObject(src, "skipped_bad", (double)pr->bad);
+    cJSON_AddItemToArray(new_sources, src);
+    for (int s = 0; s < NSPLITS; s++) {
+        const SplitOut *so = &outs[s];
+        if (so->documents == 0) continue;   // an empty split gets no file
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "source", in->source);
+        cJSON_AddStringToObject(e, "split", SPLIT_NAME[s]);
+        cJSON_AddStringToObject(e, "path", so->rel_path);
+        cJSON_AddNumberToObject(e, "documents", (double)so->documents);
+        cJSON_AddNumberToObject(e, "tokens", (double)so->tokens);
+        cJSON_AddNumberToObject(e, "utf8_bytes", (double)so->utf8_bytes);
+        cJSON_AddStringToObject(e, "sha256", so->sha256);
+        cJSON_AddNumberToObject(e, "heldout_frac", o->frac);
+        cJSON *ia = cJSON_AddArrayToObject(e, "inputs");
+        cJSON_AddItemToArray(ia, cJSON_CreateString(in->path));
+        cJSON_AddItemToArray(new_outputs, e);
     }
+}
 
-    // Every source succeeded: move the outputs into place (removing a stale file of a
-    // split that is now empty), then carry over entries of sources not redone.
+// Prepare source i of nin into its temp files (outs) and add its manifest entries.
+static void prepare_source(const Input *in, int i, int nin, SplitOut *outs, const Options *o, Progress *total,
+                           Totals *tot, cJSON *new_sources, cJSON *new_outputs) {
+    for (int s = 0; s < NSPLITS; s++) {
+        SplitOut *so = &outs[s];
+        size_t l = strlen(o->outdir) + strlen(in->source) + 64;
+        so->rel_path = xmalloc(l);
+        snprintf(so->rel_path, l, "%s%s", in->source, SPLIT_SUFFIX[s]);
+        so->final_path = xmalloc(l);
+        snprintf(so->final_path, l, "%s/%s", o->outdir, so->rel_path);
+        so->tmp_path = xmalloc(l + 32);
+        snprintf(so->tmp_path, l + 32, "%s.tmp.%d", so->final_path, (int)getpid());
+    }
+    Progress pr = {.t0 = now_seconds()};
+    process_source(in, outs, o, &pr, i, nin);
+    progress_line(in->source, i, nin, &pr, 1);
+    if (pr.empty || pr.bad)
+        fprintf(stderr, "prepare [%d/%d] %s: skipped %lld empty and %lld bad documents\n", i + 1, nin,
+                in->source, (long long)pr.empty, (long long)pr.bad);
+    total->text_bytes += pr.text_bytes;
+    tot->empty += pr.empty; tot->bad += pr.bad;
+    for (int s = 0; s < NSPLITS; s++) { tot->docs += outs[s].documents; tot->tokens += outs[s].tokens; }
+    manifest_add_source(new_sources, new_outputs, in, outs, o, &pr);
+}
+
+// Every source succeeded: move the outputs into place (removing a stale file of a split
+// that is now empty).
+static void commit_outputs(SplitOut (*outs)[NSPLITS], const int *redo, int nin, const char *outdir) {
     for (int i = 0; i < nin; i++) {
         if (!redo[i]) continue;
         for (int s = 0; s < NSPLITS; s++) {
@@ -686,34 +600,38 @@ int cmd_prepare(int argc, char **argv) {
         }
     }
     fsync_dir(outdir);
-    if (old) {
-        // Kept: sources skipped as up to date, and sources of earlier runs with other
-        // inputs (so several `olmo prepare` calls can fill one directory), while their
-        // files are still there.
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "sources")) {
-            const char *s = jstr(e, "source");
-            if (!s || find_by_source(new_sources, s)) continue;
-            int ok = 1;
-            const cJSON *oe;
-            cJSON_ArrayForEach(oe, cJSON_GetObjectItemCaseSensitive(old, "outputs")) {
-                const char *os = jstr(oe, "source"), *rel = jstr(oe, "path");
-                if (!os || strcmp(os, s)) continue;
-                char full[4096];
-                snprintf(full, sizeof full, "%s/%s", outdir, rel ? rel : "");
-                if (!rel || file_size(full) != (int64_t)jnum(oe, "tokens", -1) * 4) ok = 0;
-            }
-            if (!ok) { warnf("%s: outputs of source '%s' changed or missing; dropped from the manifest", manifest_path, s); continue; }
-            cJSON_AddItemToArray(new_sources, cJSON_Duplicate(e, 1));
-            cJSON_ArrayForEach(oe, cJSON_GetObjectItemCaseSensitive(old, "outputs")) {
-                const char *os = jstr(oe, "source");
-                if (os && !strcmp(os, s)) cJSON_AddItemToArray(new_outputs, cJSON_Duplicate(oe, 1));
-            }
+}
+
+// Carry over the old manifest's entries of sources not redone: sources skipped as up to
+// date, and sources of earlier runs with other inputs (so several `olmo prepare` calls
+// can fill one directory), while their files are still there.
+static void keep_old_sources(const cJSON *old, cJSON *new_sources, cJSON *new_outputs, const char *outdir,
+                             const char *manifest_path) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "sources")) {
+        const char *s = jstr(e, "source");
+        if (!s || find_by_source(new_sources, s)) continue;
+        int ok = 1;
+        const cJSON *oe;
+        cJSON_ArrayForEach(oe, cJSON_GetObjectItemCaseSensitive(old, "outputs")) {
+            const char *os = jstr(oe, "source"), *rel = jstr(oe, "path");
+            if (!os || strcmp(os, s)) continue;
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", outdir, rel ? rel : "");
+            if (!rel || file_size(full) != (int64_t)jnum(oe, "tokens", -1) * 4) ok = 0;
+        }
+        if (!ok) { warnf("%s: outputs of source '%s' changed or missing; dropped from the manifest", manifest_path, s); continue; }
+        cJSON_AddItemToArray(new_sources, cJSON_Duplicate(e, 1));
+        cJSON_ArrayForEach(oe, cJSON_GetObjectItemCaseSensitive(old, "outputs")) {
+            const char *os = jstr(oe, "source");
+            if (os && !strcmp(os, s)) cJSON_AddItemToArray(new_outputs, cJSON_Duplicate(oe, 1));
         }
     }
+}
 
-    // Sorted by source, train before heldout: the manifest does not depend on which run
-    // produced which entry.
+// Sorted by source, train before heldout: the manifest does not depend on which run
+// produced which entry.
+static void sort_manifest(cJSON *new_sources, cJSON *new_outputs) {
     int ns = cJSON_GetArraySize(new_sources), no = cJSON_GetArraySize(new_outputs);
     cJSON **sv = xmalloc((ns + 1) * sizeof *sv), **ov = xmalloc((no + 1) * sizeof *ov);
     for (int i = 0; i < ns; i++) sv[i] = cJSON_DetachItemFromArray(new_sources, 0);
@@ -732,7 +650,11 @@ int cmd_prepare(int argc, char **argv) {
     for (int i = 0; i < ns; i++) cJSON_AddItemToArray(new_sources, sv[i]);
     for (int i = 0; i < no; i++) cJSON_AddItemToArray(new_outputs, ov[i]);
     free(sv); free(ov);
+}
 
+// Write OUTDIR/manifest.json (atomically; it takes ownership of the two arrays).
+static void write_manifest(const char *manifest_path, const char *tok_path, const Tokenizer *tok, const char *fp,
+                           const Options *o, cJSON *new_sources, cJSON *new_outputs) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", PREPARE_FORMAT);
     cJSON_AddStringToObject(root, "dtype", "uint32");
@@ -743,8 +665,8 @@ int cmd_prepare(int argc, char **argv) {
     cJSON_AddNumberToObject(tj, "vocab_size", tokenizer_vocab_size(tok));
     cJSON_AddStringToObject(root, "heldout_hash",
                             "fnv1a64(seed as 8 LE bytes + text bytes) -> splitmix64 finalizer; held out iff (h>>11)/2^53 < heldout_frac");
-    cJSON_AddNumberToObject(root, "heldout_frac", frac);
-    cJSON_AddNumberToObject(root, "heldout_seed", (double)seed);
+    cJSON_AddNumberToObject(root, "heldout_frac", o->frac);
+    cJSON_AddNumberToObject(root, "heldout_seed", (double)o->seed);
     cJSON_AddItemToObject(root, "sources", new_sources);
     cJSON_AddItemToObject(root, "outputs", new_outputs);
     char *mj = cJSON_Print(root);
@@ -754,18 +676,64 @@ int cmd_prepare(int argc, char **argv) {
     if (write_file_atomic(manifest_path, mj, mjl + 1) != 0) die("cannot write %s: %s", manifest_path, strerror(errno));
     free(mj);
     cJSON_Delete(root);
+}
+
+void prepare_run(const PrepareOptions *po, char **paths, int npaths) {
+    const char *outdir = po->outdir;
+    int nin = 0;
+    g_outdir_real = realpath(outdir, NULL);
+    Input *ins = collect_inputs(paths, npaths, &nin);
+
+    char *tok_path = tokenizer_resolve_path(po->tokenizer);
+    Tokenizer *tok = tokenizer_load(tok_path);
+    const char *fp = tokenizer_fingerprint(tok);
+
+    // Options that change output bytes (or which records are kept) are hashed: a rerun
+    // with a different hash redoes the source.
+    char optbuf[512], opts_hash[65];
+    snprintf(optbuf, sizeof optbuf, "%s|%s|frac=%.17g|seed=%llu|skip_bad=%d", PREPARE_FORMAT, fp, po->heldout_frac,
+             (unsigned long long)po->heldout_seed, po->skip_bad);
+    sha256_hex(optbuf, strlen(optbuf), opts_hash);
+    Options o = {.opts_hash = opts_hash, .frac = po->heldout_frac, .seed = po->heldout_seed, .skip_bad = po->skip_bad,
+                 .nthreads = po->nthreads, .outdir = outdir, .tok = tok};
+
+    if (mkdir_p(outdir) != 0) die_input("cannot create output directory %s: %s", outdir, strerror(errno));
+    char manifest_path[4096];
+    snprintf(manifest_path, sizeof manifest_path, "%s/manifest.json", outdir);
+    cJSON *old = read_old_manifest(manifest_path, fp);
+
+    g_tty = isatty(2);
+    cJSON *new_sources = cJSON_CreateArray(), *new_outputs = cJSON_CreateArray();
+    SplitOut (*outs)[NSPLITS] = xcalloc(nin, sizeof *outs);
+    int *redo = xcalloc(nin, sizeof *redo);
+    Progress total = {.t0 = now_seconds()};
+    Totals tot = {0};
+    int n_up_to_date = 0;
+    for (int i = 0; i < nin; i++) {
+        if (!po->force && source_up_to_date(old, &ins[i], &o)) {
+            fprintf(stderr, "prepare [%d/%d] %s: up to date, skipped (--force to redo)\n", i + 1, nin, ins[i].source);
+            n_up_to_date++;
+            continue;
+        }
+        redo[i] = 1;
+        prepare_source(&ins[i], i, nin, outs[i], &o, &total, &tot, new_sources, new_outputs);
+    }
+
+    commit_outputs(outs, redo, nin, outdir);
+    if (old) keep_old_sources(old, new_sources, new_outputs, outdir, manifest_path);
+    sort_manifest(new_sources, new_outputs);
+    write_manifest(manifest_path, tok_path, tok, fp, &o, new_sources, new_outputs);
     cJSON_Delete(old);
 
     double dt = now_seconds() - total.t0;
     fprintf(stderr, "prepare: %d sources prepared, %d up to date: %lld documents, %lld tokens, %.2f MB text in %.2f s (%.2f MB/s, %d threads)%s -> %s\n",
-            nin - n_up_to_date, n_up_to_date, (long long)total_docs, (long long)total_tokens, total.text_bytes / 1e6, dt,
-            dt > 0 ? total.text_bytes / 1e6 / dt : 0.0, nthreads,
-            total_empty || total_bad ? " (some documents skipped, see above)" : "", manifest_path);
+            nin - n_up_to_date, n_up_to_date, (long long)tot.docs, (long long)tot.tokens, total.text_bytes / 1e6, dt,
+            dt > 0 ? total.text_bytes / 1e6 / dt : 0.0, po->nthreads,
+            tot.empty || tot.bad ? " (some documents skipped, see above)" : "", manifest_path);
     for (int i = 0; i < nin; i++) {
         for (int s = 0; s < NSPLITS; s++) { free(outs[i][s].tmp_path); free(outs[i][s].final_path); free(outs[i][s].rel_path); }
         free(ins[i].path); free(ins[i].source);
     }
-    free(outs); free(redo); free(ins); free(paths); free(tok_path); free(g_outdir_real);
+    free(outs); free(redo); free(ins); free(tok_path); free(g_outdir_real);
     tokenizer_free(tok);
-    return 0;
 }

@@ -284,6 +284,160 @@ static void compile_regex(Tokenizer *t, const char *pattern) {
     t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
 }
 
+// What tokenizer_load's passes share while the tables are built.
+typedef struct {
+    const char *path;
+    size_t cap;             // the byte arena's capacity (t->bytes)
+    uint8_t *is_special;    // (nvocab) added tokens
+    uint8_t *have;          // (nvocab) ids given bytes so far
+    int16_t inv[324];       // byte_level_inverse
+    uint8_t *buf;           // a decoded vocab string or merge
+    size_t bufcap;
+} Loading;
+
+// The highest id over model.vocab and added_tokens (every id a non-negative integer, every
+// added token with a string), refused when far beyond the number of entries: the tables
+// are indexed by id, and a tiny file must not allocate gigabytes (id 99999999: ~1.4 GB).
+// Real vocabularies are dense.
+static long max_token_id(const char *path, const cJSON *vocab, const cJSON *added, int *nvocab_entries) {
+    long maxid = -1;
+    int nv = 0;
+    const cJSON *el;
+    cJSON_ArrayForEach(el, vocab) {
+        if (!cJSON_IsNumber(el) || el->valuedouble < 0 || el->valuedouble > 1e8)
+            die_input("%s: field 'model.vocab' entry \"%s\": id must be a non-negative integer",
+                      path, el->string);
+        if (el->valueint > maxid) maxid = el->valueint;
+        nv++;
+    }
+    cJSON_ArrayForEach(el, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(el, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(el, "content");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8 || !cJSON_IsString(content))
+            die_input("%s: field 'added_tokens': each entry needs an integer 'id' and a string 'content'", path);
+        if (id->valueint > maxid) maxid = id->valueint;
+    }
+    if (nv == 0) die_input("%s: field 'model.vocab' is empty", path);
+    long nentries = (long)nv + cJSON_GetArraySize(added);
+    if (maxid >= 2 * nentries + 1024)
+        die_input("%s: token ids go up to %ld but model.vocab + added_tokens have only %ld entries: ids must be "
+                  "(nearly) dense, refusing to allocate tables for %ld ids", path, maxid, nentries, maxid + 1);
+    *nvocab_entries = nv;
+    return maxid;
+}
+
+// Special tokens (added_tokens), before the vocab pass so that it can leave them out of the
+// BPE table; <|endoftext|> is the EOS, <|pad|> the padding.
+static void load_added_tokens(Tokenizer *t, Loading *ld, const cJSON *added) {
+    int nadded = cJSON_GetArraySize(added);
+    t->specials = xcalloc(nadded > 0 ? nadded : 1, sizeof(Special));
+    t->eos_id = t->pad_id = NO_ID;
+    const cJSON *el;
+    cJSON_ArrayForEach(el, added) {
+        uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(el, "id")->valueint;
+        const char *s = cJSON_GetObjectItemCaseSensitive(el, "content")->valuestring;
+        size_t n = strlen(s);
+        if (n == 0) die_input("%s: field 'added_tokens': empty 'content' for id %u", ld->path, id);
+        uint32_t off = append_bytes(t, &ld->cap, (const uint8_t *)s, n);
+        t->tok_off[id] = off;
+        t->tok_len[id] = (uint32_t)n;
+        ld->is_special[id] = ld->have[id] = 1;
+        t->specials[t->nspecials++] = (Special){NULL, (uint32_t)n, id};
+        t->special_first[(uint8_t)s[0]] = 1;
+        if (!strcmp(s, "<|endoftext|>")) t->eos_id = id;
+        if (!strcmp(s, "<|pad|>")) t->pad_id = id;
+    }
+}
+
+// Vocab: decode the byte-level strings to raw bytes; every single byte needs its token.
+static void load_vocab(Tokenizer *t, Loading *ld, const cJSON *vocab) {
+    const char *path = ld->path;
+    const cJSON *el;
+    cJSON_ArrayForEach(el, vocab) {
+        uint32_t id = (uint32_t)el->valueint;
+        if (ld->is_special[id]) continue;   // added tokens are listed in the vocab too
+        size_t slen = strlen(el->string), n;
+        if (slen > ld->bufcap) { ld->bufcap = slen; ld->buf = xrealloc(ld->buf, ld->bufcap); }
+        if (!byte_level_decode(ld->inv, el->string, slen, ld->buf, &n))
+            die_input("%s: field 'model.vocab' entry \"%s\" is not a byte-level (GPT-2) string",
+                      path, el->string);
+        if (n == 0) die_input("%s: field 'model.vocab' has an empty token (id %u)", path, id);
+        if (ld->have[id]) die_input("%s: field 'model.vocab': id %u appears twice", path, id);
+        ld->have[id] = 1;
+        t->tok_off[id] = append_bytes(t, &ld->cap, ld->buf, n);
+        t->tok_len[id] = (uint32_t)n;
+        if (n == 1) t->byte_id[ld->buf[0]] = id;
+    }
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] == NO_ID)
+            die_input("%s: field 'model.vocab' lacks the single-byte token for byte 0x%02x", path, b);
+}
+
+// Hash table over ordinary tokens, load factor <= 0.5 (short probe chains).
+static void build_hash(Tokenizer *t, const Loading *ld, int nvocab_entries) {
+    uint32_t nslots = 1;
+    while (nslots < 2u * (uint32_t)nvocab_entries) nslots <<= 1;
+    t->slots = xcalloc(nslots, sizeof(Slot));
+    t->slot_mask = nslots - 1;
+    for (uint32_t id = 0; id < t->nvocab; id++)
+        if (ld->have[id] && !ld->is_special[id])
+            if (!insert(t, id))
+                die_input("%s: field 'model.vocab': two ids for the same bytes (id %u)", ld->path, id);
+}
+
+// Merges: rank of the token each merge creates. Entries are "left right" strings (older
+// files) or ["left", "right"] pairs (newer files).
+static void load_merges(Tokenizer *t, Loading *ld, const cJSON *merges) {
+    const char *path = ld->path;
+    int r = 0;
+    const cJSON *el;
+    cJSON_ArrayForEach(el, merges) {
+        const char *a, *b;
+        size_t alen, blen;
+        char *sp;
+        if (cJSON_IsString(el) && (sp = strchr(el->valuestring, ' '))) {
+            a = el->valuestring; alen = (size_t)(sp - a);
+            b = sp + 1; blen = strlen(b);
+        } else if (cJSON_IsArray(el) && cJSON_GetArraySize(el) == 2 &&
+                   cJSON_IsString(cJSON_GetArrayItem(el, 0)) && cJSON_IsString(cJSON_GetArrayItem(el, 1))) {
+            a = cJSON_GetArrayItem(el, 0)->valuestring; alen = strlen(a);
+            b = cJSON_GetArrayItem(el, 1)->valuestring; blen = strlen(b);
+        } else {
+            die_input("%s: field 'model.merges' entry %d is not \"left right\" or [left, right]", path, r);
+        }
+        // The result token: decode both halves to bytes and look the concatenation up
+        // in the hash table (cJSON's object lookup is a linear scan).
+        if (alen + blen > ld->bufcap) { ld->bufcap = alen + blen; ld->buf = xrealloc(ld->buf, ld->bufcap); }
+        size_t na, nb;
+        if (!byte_level_decode(ld->inv, a, alen, ld->buf, &na) || !byte_level_decode(ld->inv, b, blen, ld->buf + na, &nb))
+            die_input("%s: field 'model.merges' entry %d is not a byte-level (GPT-2) string", path, r);
+        uint32_t id = lookup(t, ld->buf, na + nb);
+        if (id == NO_ID)
+            die_input("%s: field 'model.merges' entry %d: result \"%.*s%.*s\" is not in model.vocab", path, r,
+                      (int)alen, a, (int)blen, b);
+        if (t->rank[id] == NO_RANK) t->rank[id] = (uint32_t)r;
+        r++;
+    }
+}
+
+// The pre-tokenizer: the Split regex and whether the gaps between matches are pieces too.
+static void load_pre_tokenizer(Tokenizer *t, const char *path, const cJSON *root) {
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    const cJSON *split = find_split(pre);
+    if (!split) die_input("%s: field 'pre_tokenizer' has no Split pre-tokenizer (regex)", path);
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
+    const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+    if (!cJSON_IsString(rx)) die_input("%s: field 'pre_tokenizer.pattern.Regex' missing or not a string", path);
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+    const cJSON *invert = cJSON_GetObjectItemCaseSensitive(split, "invert");
+    const char *b = cJSON_IsString(beh) ? beh->valuestring : "";
+    if (!strcmp(b, "Removed") && cJSON_IsTrue(invert)) t->keep_gaps = 0;          // matches are the pieces
+    else if (!strcmp(b, "Isolated") && !cJSON_IsTrue(invert)) t->keep_gaps = 1;   // matches and gaps
+    else die_input("%s: field 'pre_tokenizer.behavior' \"%s\" (invert %s) is not supported", path, b,
+                   cJSON_IsTrue(invert) ? "true" : "false");
+    compile_regex(t, rx->valuestring);
+}
+
 Tokenizer *tokenizer_load(const char *path) {
     size_t flen;
     char *text = read_file_all(path, &flen);
@@ -326,129 +480,29 @@ Tokenizer *tokenizer_load(const char *path) {
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (added && !cJSON_IsArray(added)) die_input("%s: field 'added_tokens' must be an array", path);
 
-    // Highest id over vocab and added_tokens.
-    long maxid = -1;
-    int nvocab_entries = 0;
-    const cJSON *el;
-    cJSON_ArrayForEach(el, vocab) {
-        if (!cJSON_IsNumber(el) || el->valuedouble < 0 || el->valuedouble > 1e8)
-            die_input("%s: field 'model.vocab' entry \"%s\": id must be a non-negative integer",
-                      path, el->string);
-        if (el->valueint > maxid) maxid = el->valueint;
-        nvocab_entries++;
-    }
-    cJSON_ArrayForEach(el, added) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(el, "id");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(el, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8 || !cJSON_IsString(content))
-            die_input("%s: field 'added_tokens': each entry needs an integer 'id' and a string 'content'", path);
-        if (id->valueint > maxid) maxid = id->valueint;
-    }
-    if (nvocab_entries == 0) die_input("%s: field 'model.vocab' is empty", path);
-    // The tables below are indexed by id: ids far beyond the number of entries would make a
-    // tiny file allocate gigabytes (id 99999999: ~1.4 GB). Real vocabularies are dense.
-    long nentries = (long)nvocab_entries + cJSON_GetArraySize(added);
-    if (maxid >= 2 * nentries + 1024)
-        die_input("%s: token ids go up to %ld but model.vocab + added_tokens have only %ld entries: ids must be "
-                  "(nearly) dense, refusing to allocate tables for %ld ids", path, maxid, nentries, maxid + 1);
+    int nvocab_entries;
+    long maxid = max_token_id(path, vocab, added, &nvocab_entries);
     t->nvocab = (uint32_t)(maxid + 1);
     uint32_t V = t->nvocab;
     t->tok_off = xcalloc(V, sizeof(uint32_t));
     t->tok_len = xcalloc(V, sizeof(uint32_t));
     t->rank = xmalloc(V * sizeof(uint32_t));
     for (uint32_t i = 0; i < V; i++) t->rank[i] = NO_RANK;
-    uint8_t *is_special = xcalloc(V, 1);
-    uint8_t *have = xcalloc(V, 1);
+    Loading ld = {.path = path, .is_special = xcalloc(V, 1), .have = xcalloc(V, 1)};
     for (int b = 0; b < 256; b++) t->byte_id[b] = NO_ID;
 
-    // Special tokens first, so the vocab pass can leave them out of the BPE table.
-    int nadded = cJSON_GetArraySize(added);
-    t->specials = xcalloc(nadded > 0 ? nadded : 1, sizeof(Special));
-    t->eos_id = t->pad_id = NO_ID;
-    size_t cap = flen + 1024;
-    t->bytes = xmalloc(cap);
-    cJSON_ArrayForEach(el, added) {
-        uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(el, "id")->valueint;
-        const char *s = cJSON_GetObjectItemCaseSensitive(el, "content")->valuestring;
-        size_t n = strlen(s);
-        if (n == 0) die_input("%s: field 'added_tokens': empty 'content' for id %u", path, id);
-        uint32_t off = append_bytes(t, &cap, (const uint8_t *)s, n);
-        t->tok_off[id] = off;
-        t->tok_len[id] = (uint32_t)n;
-        is_special[id] = have[id] = 1;
-        t->specials[t->nspecials++] = (Special){NULL, (uint32_t)n, id};
-        t->special_first[(uint8_t)s[0]] = 1;
-        if (!strcmp(s, "<|endoftext|>")) t->eos_id = id;
-        if (!strcmp(s, "<|pad|>")) t->pad_id = id;
-    }
-
-    // Vocab: decode the byte-level strings to raw bytes.
-    int16_t inv[324];
-    byte_level_inverse(inv);
-    size_t bufcap = 4096;
-    uint8_t *buf = xmalloc(bufcap);
-    cJSON_ArrayForEach(el, vocab) {
-        uint32_t id = (uint32_t)el->valueint;
-        if (is_special[id]) continue;   // added tokens are listed in the vocab too
-        size_t slen = strlen(el->string), n;
-        if (slen > bufcap) { bufcap = slen; buf = xrealloc(buf, bufcap); }
-        if (!byte_level_decode(inv, el->string, slen, buf, &n))
-            die_input("%s: field 'model.vocab' entry \"%s\" is not a byte-level (GPT-2) string",
-                      path, el->string);
-        if (n == 0) die_input("%s: field 'model.vocab' has an empty token (id %u)", path, id);
-        if (have[id]) die_input("%s: field 'model.vocab': id %u appears twice", path, id);
-        have[id] = 1;
-        t->tok_off[id] = append_bytes(t, &cap, buf, n);
-        t->tok_len[id] = (uint32_t)n;
-        if (n == 1) t->byte_id[buf[0]] = id;
-    }
-    for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] == NO_ID)
-            die_input("%s: field 'model.vocab' lacks the single-byte token for byte 0x%02x", path, b);
-
-    // Hash table over ordinary tokens, load factor <= 0.5 (short probe chains).
-    uint32_t nslots = 1;
-    while (nslots < 2u * (uint32_t)nvocab_entries) nslots <<= 1;
-    t->slots = xcalloc(nslots, sizeof(Slot));
-    t->slot_mask = nslots - 1;
-    for (uint32_t id = 0; id < V; id++)
-        if (have[id] && !is_special[id])
-            if (!insert(t, id))
-                die_input("%s: field 'model.vocab': two ids for the same bytes (id %u)", path, id);
-
-    // Merges: rank of the token each merge creates. Entries are "left right" strings
-    // (older files) or ["left", "right"] pairs (newer files).
-    int r = 0;
-    cJSON_ArrayForEach(el, merges) {
-        const char *a, *b;
-        size_t alen, blen;
-        char *sp;
-        if (cJSON_IsString(el) && (sp = strchr(el->valuestring, ' '))) {
-            a = el->valuestring; alen = (size_t)(sp - a);
-            b = sp + 1; blen = strlen(b);
-        } else if (cJSON_IsArray(el) && cJSON_GetArraySize(el) == 2 &&
-                   cJSON_IsString(cJSON_GetArrayItem(el, 0)) && cJSON_IsString(cJSON_GetArrayItem(el, 1))) {
-            a = cJSON_GetArrayItem(el, 0)->valuestring; alen = strlen(a);
-            b = cJSON_GetArrayItem(el, 1)->valuestring; blen = strlen(b);
-        } else {
-            die_input("%s: field 'model.merges' entry %d is not \"left right\" or [left, right]", path, r);
-        }
-        // The result token: decode both halves to bytes and look the concatenation up
-        // in the hash table (cJSON's object lookup is a linear scan).
-        if (alen + blen > bufcap) { bufcap = alen + blen; buf = xrealloc(buf, bufcap); }
-        size_t na, nb;
-        if (!byte_level_decode(inv, a, alen, buf, &na) || !byte_level_decode(inv, b, blen, buf + na, &nb))
-            die_input("%s: field 'model.merges' entry %d is not a byte-level (GPT-2) string", path, r);
-        uint32_t id = lookup(t, buf, na + nb);
-        if (id == NO_ID)
-            die_input("%s: field 'model.merges' entry %d: result \"%.*s%.*s\" is not in model.vocab", path, r,
-                      (int)alen, a, (int)blen, b);
-        if (t->rank[id] == NO_RANK) t->rank[id] = (uint32_t)r;
-        r++;
-    }
-    free(buf);
-    free(is_special);
-    free(have);
+    ld.cap = flen + 1024;
+    t->bytes = xmalloc(ld.cap);
+    load_added_tokens(t, &ld, added);
+    byte_level_inverse(ld.inv);
+    ld.bufcap = 4096;
+    ld.buf = xmalloc(ld.bufcap);
+    load_vocab(t, &ld, vocab);
+    build_hash(t, &ld, nvocab_entries);
+    load_merges(t, &ld, merges);
+    free(ld.buf);
+    free(ld.is_special);
+    free(ld.have);
 
     // Special strings point into the arena (stable now that it no longer grows).
     for (int i = 0; i < t->nspecials; i++) {
@@ -457,22 +511,7 @@ Tokenizer *tokenizer_load(const char *path) {
     }
     if (t->eos_id == NO_ID) die_input("%s: field 'added_tokens' has no <|endoftext|> token", path);
     if (t->pad_id == NO_ID) t->pad_id = t->eos_id;
-
-    // Pre-tokenizer regex.
-    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    const cJSON *split = find_split(pre);
-    if (!split) die_input("%s: field 'pre_tokenizer' has no Split pre-tokenizer (regex)", path);
-    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
-    const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
-    if (!cJSON_IsString(rx)) die_input("%s: field 'pre_tokenizer.pattern.Regex' missing or not a string", path);
-    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
-    const cJSON *invert = cJSON_GetObjectItemCaseSensitive(split, "invert");
-    const char *b = cJSON_IsString(beh) ? beh->valuestring : "";
-    if (!strcmp(b, "Removed") && cJSON_IsTrue(invert)) t->keep_gaps = 0;          // matches are the pieces
-    else if (!strcmp(b, "Isolated") && !cJSON_IsTrue(invert)) t->keep_gaps = 1;   // matches and gaps
-    else die_input("%s: field 'pre_tokenizer.behavior' \"%s\" (invert %s) is not supported", path, b,
-                   cJSON_IsTrue(invert) ? "true" : "false");
-    compile_regex(t, rx->valuestring);
+    load_pre_tokenizer(t, path, root);
 
     cJSON_Delete(root);
     free(text);

@@ -314,3 +314,36 @@ void eval_print_summary(const cJSON *out, long step) {
     printf("\n");
     fflush(stdout);
 }
+
+void eval_set_details(Evaluator *e, const char *path) { e->details_path = path; }
+
+// One metric of the record: "<kind>/<name>/<metric>", NAN when absent.
+static double metric_num(const cJSON *out, const char *kind, const char *name, const char *metric) {
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s/%s", kind, name, metric);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(out, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+void eval_print_table(FILE *f, const Evaluator *e, const cJSON *out) {
+    if (e->nsets) {
+        fprintf(f, "%-24s %7s %10s %9s %11s %8s\n", "set", "docs", "tokens", "ce", "ppl", "bpb");
+        for (int i = 0; i < e->nsets; i++) {
+            const char *n = e->sets[i].name;
+            fprintf(f, "%-24s %7.0f %10.0f %9.5f %11.3f %8.5f\n", n, metric_num(out, "eval", n, "docs"),
+                    metric_num(out, "eval", n, "tokens"), metric_num(out, "eval", n, "ce"), metric_num(out, "eval", n, "ppl"),
+                    metric_num(out, "eval", n, "bpb"));
+        }
+        fprintf(f, "%-24s %7s %10s %9.5f %11.3f %8.5f\n", "macro", "", "", metric_num(out, "eval", "macro", "ce"),
+                metric_num(out, "eval", "macro", "ppl"), metric_num(out, "eval", "macro", "bpb"));
+    }
+    if (e->ntasks) {
+        if (e->nsets) fprintf(f, "\n");
+        fprintf(f, "%-24s %8s %8s %8s %8s\n", "task", "examples", "acc", "len_norm", "bpb");
+        for (int i = 0; i < e->ntasks; i++) {
+            const char *n = e->tasks[i].name;
+            fprintf(f, "%-24s %8.0f %8.4f %8.4f %8.5f\n", n, metric_num(out, "task", n, "examples"), metric_num(out, "task", n, "acc"),
+                    metric_num(out, "task", n, "len_norm"), metric_num(out, "task", n, "bpb"));
+        }
+    }
+}

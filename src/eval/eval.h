@@ -10,9 +10,10 @@
 #define OLMO_EVAL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/model.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 typedef struct cJSON cJSON;
 typedef struct Evaluator Evaluator;
@@ -41,5 +42,11 @@ void eval_set_forward(Evaluator *e, EvalForwardFn fn, void *ctx);
 void eval_run(Evaluator *e, Model *m, cJSON *out);
 // One-line summary of the result (macro CE and per-set CE) for the progress output.
 void eval_print_summary(const cJSON *out, long step);
+// The result as a table: one row per set (docs, tokens, ce, ppl, bpb) and the macro row,
+// then one row per task (examples, acc, len_norm, bpb) (olmo eval).
+void eval_print_table(FILE *f, const Evaluator *e, const cJSON *out);
+// Append one JSON line per task example (choice log-likelihoods) to this file during
+// eval_run; NULL: none (olmo eval --details).
+void eval_set_details(Evaluator *e, const char *path);
 
 #endif

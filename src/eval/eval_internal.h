@@ -1,5 +1,5 @@
-// eval_internal.h: the Evaluator's parts shared by eval.c (perplexity sets, the run loop),
-// tasks.c (multiple-choice tasks) and cmd_eval.c. Not a public API: eval.h is.
+// eval_internal.h: the Evaluator's parts shared by eval.c (perplexity sets, the run loop)
+// and tasks.c (multiple-choice tasks). Not a public API: eval.h is.
 #ifndef OLMO_EVAL_INTERNAL_H
 #define OLMO_EVAL_INTERNAL_H
 

@@ -1,4 +1,5 @@
-// hf.c: Hugging Face Olmo3 interchange and checkpoint resolution (docs/hf.md).
+// hf.c: Hugging Face Olmo3 interchange and checkpoint resolution (hf.h, docs/hf.md); the
+// commands export-hf and import-hf are src/cli/cmd_export_hf.c and cmd_import_hf.c.
 //
 //   olmo export-hf CKPT OUT/      config.json (model_type olmo3), model.safetensors (HF
 //                                 names, vocab rows trimmed to the real vocab),
@@ -18,20 +19,19 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
 #include "data/tokenizer.h"
+#include "io/ckpt_dir.h"
+#include "io/ckpt_verify.h"
 #include "io/hf.h"
+#include "io/params_io.h"
 #include "io/safetensors.h"
 #include "model/config_json.h"
-#include "train/checkpoint.h"
-#include "train/ckpt_verify.h"
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 #define DOLMA2_VOCAB 100278
 #define DOLMA2_EOS 100257
 #define DOLMA2_PAD 100277
-#define DEFAULT_MAX_POS 8192   // OLMo 3 pretraining sequence length (OLMO3.md s.1)
 
 static int is_dir(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISDIR(st.st_mode); }
 static int is_file(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISREG(st.st_mode); }
@@ -55,45 +55,19 @@ static cJSON *parse_json_file(const char *path, char *err, size_t errlen) {
     return o;
 }
 
-// ---- the olmo_config JSON (same keys as train_state.json "model") -------------------------
-char *olmo_config_json(const ModelConfig *c, int seq_len) {
-    cJSON *o = model_config_to_json(c);
-    if (seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", seq_len);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+static void write_json(const char *path, cJSON *o) {
+    char *txt = cJSON_Print(o);
+    size_t n = strlen(txt);
+    txt = xrealloc(txt, n + 2);
+    txt[n] = '\n';
+    txt[n + 1] = 0;
+    if (write_file_atomic(path, txt, n + 1) != 0) die("cannot write %s: %s", path, strerror(errno));
+    free(txt);
 }
 
-static int config_from_json(const cJSON *o, ModelConfig *c, int *seq_len, const char *where, char *err, size_t errlen) {
-    static const char *keys[] = {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
-                                 "mlp_hidden", "rope_theta", "rms_eps", "sliding_window", "full_attn_every"};
-    double v[11];
-    for (int i = 0; i < 11; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
-        if (!cJSON_IsNumber(x)) { snprintf(err, errlen, "%s: model config lacks number '%s'", where, keys[i]); return -1; }
-        v[i] = x->valuedouble;
-        // Counts must be positive integers that fit an int before the casts below (casting
-        // 1e20 is undefined behaviour: found by fuzz/hf_config.c).
-        if (i != 7 && i != 8 && !(v[i] >= 1 && v[i] <= (1 << 30) && v[i] == (double)(int)v[i])) {
-            snprintf(err, errlen, "%s: model config '%s' must be a positive integer", where, keys[i]);
-            return -1;
-        }
-    }
-    memset(c, 0, sizeof *c);
-    c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->n_layers = (int)v[2]; c->n_heads = (int)v[3];
-    c->n_kv_heads = (int)v[4]; c->head_dim = (int)v[5]; c->mlp_hidden = (int)v[6]; c->rope_theta = v[7];
-    c->rms_eps = v[8]; c->sliding_window = (int)v[9]; c->full_attn_every = (int)v[10];
-    char rerr[200];
-    if (model_rope_scaling_from_json(o, &c->rope_scaling, rerr, sizeof rerr)) {
-        snprintf(err, errlen, "%s: model config %s", where, rerr);
-        return -1;
-    }
-    model_config_derive(c);
-    const char *bad = model_config_check(c);
-    if (bad) { snprintf(err, errlen, "%s: %s", where, bad); return -1; }
-    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
-    if (seq_len && cJSON_IsNumber(sl) && sl->valuedouble >= 0 && sl->valuedouble <= (1 << 30)) *seq_len = (int)sl->valuedouble;
-    return 0;
+static void add_id_or_null(cJSON *o, const char *k, int id, int vocab) {
+    if (id >= 0 && id < vocab) cJSON_AddNumberToObject(o, k, id);
+    else cJSON_AddNullToObject(o, k);
 }
 
 // ---- HF rope_scaling <-> RopeScaling -------------------------------------------------------------
@@ -167,7 +141,44 @@ static int hf_rope_scaling_read(const cJSON *x, int max_pos, RopeScaling *rs, co
     return 0;
 }
 
-// ---- HF config.json -> ModelConfig ------------------------------------------------------------
+// ---- HF config.json <-> ModelConfig ------------------------------------------------------------
+// The writer (export-hf) and the reader (import-hf, CKPT resolution of an HF directory).
+static void hf_config_write(const char *dir, const ModelConfig *c, int max_pos) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "architectures", cJSON_CreateStringArray((const char *[]){"Olmo3ForCausalLM"}, 1));
+    cJSON_AddStringToObject(o, "model_type", "olmo3");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_hidden);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddNumberToObject(o, "max_position_embeddings", max_pos);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    hf_rope_scaling_write(o, &c->rope_scaling);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_eps);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+    for (int i = 0; i < c->n_layers; i++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(model_layer_is_sliding(c, i) ? "sliding_attention" : "full_attention"));
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", 0);
+    cJSON_AddBoolToObject(o, "attention_bias", 0);
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(o, "use_cache", 1);
+    // dolma2 ids; null when outside a (test-sized) vocab, where HF would reject them.
+    add_id_or_null(o, "pad_token_id", DOLMA2_PAD, c->vocab_size);
+    add_id_or_null(o, "eos_token_id", DOLMA2_EOS, c->vocab_size);
+    cJSON_AddNullToObject(o, "bos_token_id");   // dolma2 has no BOS
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char p[4600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_json(p, o);
+    cJSON_Delete(o);
+}
+
 static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -282,7 +293,7 @@ static int config_from_metadata(const char *st_path, ModelSource *s, char *err, 
             cJSON *c = cJSON_Parse(oc->valuestring);
             char where[4200];
             snprintf(where, sizeof where, "%s (__metadata__ olmo_config)", st_path);
-            rc = c ? config_from_json(c, &s->cfg, &s->seq_len, where, err, errlen) : -1;
+            rc = c ? model_config_from_json(c, &s->cfg, &s->seq_len, where, err, errlen) : -1;
             if (!c) snprintf(err, errlen, "%s: olmo_config is not valid JSON", where);
             if (rc == 0) snprintf(s->config_from, sizeof s->config_from, "%s", where);
             cJSON_Delete(c);
@@ -352,7 +363,7 @@ int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t err
         cJSON *o = parse_json_file(q, err, errlen);
         if (!o) return -1;
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
-        int rc = m ? config_from_json(m, &s->cfg, NULL, q, err, errlen) : -1;
+        int rc = m ? model_config_from_json(m, &s->cfg, NULL, q, err, errlen) : -1;
         if (!m) snprintf(err, errlen, "%s: no \"model\" object", q);
         const cJSON *sl = cJSON_GetObjectItemCaseSensitive(o, "seq_len");
         if (cJSON_IsNumber(sl)) s->seq_len = (int)sl->valuedouble;
@@ -513,109 +524,10 @@ int model_source_load(const ModelSource *s, const ParamTable *t, float *params, 
 }
 
 // ---- export-hf ----------------------------------------------------------------------------------
-static void write_json(const char *path, cJSON *o) {
-    char *txt = cJSON_Print(o);
-    size_t n = strlen(txt);
-    txt = xrealloc(txt, n + 2);
-    txt[n] = '\n';
-    txt[n + 1] = 0;
-    if (write_file_atomic(path, txt, n + 1) != 0) die("cannot write %s: %s", path, strerror(errno));
-    free(txt);
-}
-
-static void add_id_or_null(cJSON *o, const char *k, int id, int vocab) {
-    if (id >= 0 && id < vocab) cJSON_AddNumberToObject(o, k, id);
-    else cJSON_AddNullToObject(o, k);
-}
-
-static void export_usage(FILE *f) {
-    fprintf(f,
-            "usage: olmo export-hf CKPT OUT_DIR [--max-pos N] [--tokenizer FILE]\n"
-            "\n"
-            "Write a Hugging Face Olmo3ForCausalLM directory (docs/hf.md): config.json,\n"
-            "model.safetensors (F32, HF names, embed_tokens and lm_head trimmed to the real\n"
-            "vocab), tokenizer.json (a copy of the dolma2 tokenizer), tokenizer_config.json,\n"
-            "generation_config.json.\n"
-            "CKPT: a run directory, a checkpoint directory, or a model.safetensors file whose\n"
-            "shape is known (olmo_config metadata, train_state.json or a recipe.yml near it).\n"
-            "\n"
-            "  --max-pos N       max_position_embeddings (default: the run's train.seq_len, else %d)\n"
-            "  --tokenizer FILE  tokenizer.json to copy (default: env OLMO_TOKENIZER, else dolma2)\n",
-            DEFAULT_MAX_POS);
-}
-
-int cmd_export_hf(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) { export_usage(stdout); return 0; }
-    const char *ckpt = NULL, *out = NULL, *tok_path = NULL;
-    int max_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-pos") && i + 1 < argc) {
-            char *e;
-            long v = strtol(argv[++i], &e, 10);
-            if (*e || v <= 0 || v > INT_MAX) die_input("export-hf: --max-pos must be a positive integer, got '%s'", argv[i]);
-            max_pos = (int)v;
-        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_path = argv[++i];
-        else if (argv[i][0] == '-') { export_usage(stderr); die_input("export-hf: unknown option '%s'", argv[i]); }
-        else if (!ckpt) ckpt = argv[i];
-        else if (!out) out = argv[i];
-        else die_input("export-hf: unexpected argument '%s'", argv[i]);
-    }
-    if (!ckpt || !out) { export_usage(stderr); return 2; }
-
-    char err[4096];
-    ModelSource s;
-    if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
-    const ModelConfig *c = &s.cfg;
-    ParamTable t;
-    param_table_build(&t, c);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
-    if (c->rope_scaling.type == ROPE_SCALING_YARN) {   // HF reads the factor from this ratio (hf_rope_scaling_write)
-        int want = (int)lround(c->rope_scaling.factor * c->rope_scaling.original_context);
-        if (max_pos && max_pos != want)
-            die_input("export-hf: --max-pos %d: with YaRN max_position_embeddings must be factor x original context = %d", max_pos, want);
-        max_pos = want;
-    }
-    if (!max_pos) max_pos = s.seq_len > 0 ? s.seq_len : DEFAULT_MAX_POS;
-    if (mkdir_p(out) != 0) die_input("export-hf: cannot create %s: %s", out, strerror(errno));
-
-    // config.json
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "architectures", cJSON_CreateStringArray((const char *[]){"Olmo3ForCausalLM"}, 1));
-    cJSON_AddStringToObject(o, "model_type", "olmo3");
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
-    cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_hidden);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddNumberToObject(o, "max_position_embeddings", max_pos);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    hf_rope_scaling_write(o, &c->rope_scaling);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_eps);
-    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
-    cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
-    for (int i = 0; i < c->n_layers; i++)
-        cJSON_AddItemToArray(lt, cJSON_CreateString(model_layer_is_sliding(c, i) ? "sliding_attention" : "full_attention"));
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", 0);
-    cJSON_AddBoolToObject(o, "attention_bias", 0);
-    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
-    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
-    cJSON_AddBoolToObject(o, "use_cache", 1);
-    // dolma2 ids; null when outside a (test-sized) vocab, where HF would reject them.
-    add_id_or_null(o, "pad_token_id", DOLMA2_PAD, c->vocab_size);
-    add_id_or_null(o, "eos_token_id", DOLMA2_EOS, c->vocab_size);
-    cJSON_AddNullToObject(o, "bos_token_id");   // dolma2 has no BOS
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+// generation_config.json
+static void export_generation_config(const char *out, const ModelConfig *c) {
     char p[4600];
-    snprintf(p, sizeof p, "%s/config.json", out);
-    write_json(p, o);
-    cJSON_Delete(o);
-
-    // generation_config.json
-    o = cJSON_CreateObject();
+    cJSON *o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "_from_model_config", 1);
     add_id_or_null(o, "eos_token_id", DOLMA2_EOS, c->vocab_size);
     add_id_or_null(o, "pad_token_id", DOLMA2_PAD, c->vocab_size);
@@ -623,12 +535,15 @@ int cmd_export_hf(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/generation_config.json", out);
     write_json(p, o);
     cJSON_Delete(o);
+}
 
-    // model.safetensors: the embedding and LM head keep their first vocab_size rows (a
-    // prefix of the padded row-major tensors, so no copy is needed).
-    StWrite *w = xcalloc((size_t)t.n, sizeof(StWrite));
-    for (int i = 0; i < t.n; i++) {
-        const ParamInfo *q = &t.p[i];
+// model.safetensors: the embedding and LM head keep their first vocab_size rows (a prefix
+// of the padded row-major tensors, so no copy is needed).
+static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, const float *params, int max_pos) {
+    char p[4600];
+    StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *q = &t->p[i];
         int rows = is_vocab_tensor(q) ? c->vocab_size : q->shape[0];
         w[i] = (StWrite){q->name, "F32", q->ndim, {rows, q->shape[1]}, params + q->offset,
                          (size_t)rows * (q->ndim == 2 ? (size_t)q->shape[1] : 1) * sizeof(float)};
@@ -639,13 +554,17 @@ int cmd_export_hf(int argc, char **argv) {
     cJSON_AddStringToObject(meta, "olmo_config", oc);
     char *meta_txt = cJSON_PrintUnformatted(meta);
     snprintf(p, sizeof p, "%s/model.safetensors", out);
-    if (st_write(p, w, t.n, meta_txt) != 0) die("cannot write %s: %s", p, strerror(errno));
+    if (st_write(p, w, t->n, meta_txt) != 0) die("cannot write %s: %s", p, strerror(errno));
     free(meta_txt);
     cJSON_Delete(meta);
     free(oc);
     free(w);
+}
 
-    // tokenizer.json (copied byte for byte) + tokenizer_config.json
+// tokenizer.json (copied byte for byte) + tokenizer_config.json; no tokenizer found at the
+// default path is a warning, a given --tokenizer that cannot be read is bad input.
+static void export_tokenizer(const char *out, const char *tok_path, int max_pos) {
+    char p[4600];
     char *tp = tokenizer_resolve_path(tok_path);
     size_t len;
     char *tj = read_file_all(tp, &len);
@@ -656,7 +575,7 @@ int cmd_export_hf(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/tokenizer.json", out);
         if (write_file_atomic(p, tj, len) != 0) die("cannot write %s: %s", p, strerror(errno));
         free(tj);
-        o = cJSON_CreateObject();
+        cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "tokenizer_class", "PreTrainedTokenizerFast");
         cJSON_AddStringToObject(o, "eos_token", "<|endoftext|>");
         cJSON_AddStringToObject(o, "pad_token", "<|pad|>");
@@ -671,61 +590,44 @@ int cmd_export_hf(int argc, char **argv) {
         cJSON_Delete(o);
     }
     free(tp);
+}
+
+void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_path) {
+    char err[4096];
+    ModelSource s;
+    if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    const ModelConfig *c = &s.cfg;
+    ParamTable t;
+    param_table_build(&t, c);
+    float *params = xmalloc_aligned(sizeof(float) * t.total);
+    if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    if (c->rope_scaling.type == ROPE_SCALING_YARN) {   // HF reads the factor from this ratio (hf_rope_scaling_write)
+        int want = (int)lround(c->rope_scaling.factor * c->rope_scaling.original_context);
+        if (max_pos && max_pos != want)
+            die_input("export-hf: --max-pos %d: with YaRN max_position_embeddings must be factor x original context = %d", max_pos, want);
+        max_pos = want;
+    }
+    if (!max_pos) max_pos = s.seq_len > 0 ? s.seq_len : HF_DEFAULT_MAX_POS;
+    if (mkdir_p(out) != 0) die_input("export-hf: cannot create %s: %s", out, strerror(errno));
+
+    hf_config_write(out, c, max_pos);
+    export_generation_config(out, c);
+    export_weights(out, c, &t, params, max_pos);
+    export_tokenizer(out, tok_path, max_pos);
     fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (padded %d trimmed)\n", s.path,
             s.config_from, out, t.n, c->vocab_size, c->padded_vocab);
     free(params);
     param_table_free(&t);
-    return 0;
 }
 
 // ---- import-hf ----------------------------------------------------------------------------------
-static void import_usage(FILE *f) {
-    fprintf(f,
-            "usage: olmo import-hf HF_DIR OUT_DIR\n"
-            "\n"
-            "Read a Hugging Face Olmo3 directory (config.json + model.safetensors, or shards with\n"
-            "model.safetensors.index.json; F32/BF16/F16) and write OUT_DIR/model.safetensors in\n"
-            "the OLMo layout (embed_tokens and lm_head padded to a multiple of 128 rows with zero\n"
-            "rows) and OUT_DIR/recipe.yml with the model dims (for olmo eval / olmo generate, or to\n"
-            "copy into a training recipe). docs/hf.md. Bad input exits 2.\n");
-}
-
-int cmd_import_hf(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) { import_usage(stdout); return 0; }
-    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') { import_usage(stderr); return 2; }
-    const char *in = argv[1], *out = argv[2];
-    char err[4096], p[4600];
-    snprintf(p, sizeof p, "%s/config.json", in);
-    if (!is_dir(in)) die_input("import-hf: %s is not a directory", in);
-    if (!is_file(p)) die_input("import-hf: %s has no config.json", in);
-    ModelSource s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.path, sizeof s.path, "%s", in);
-    s.is_hf = 1;
-    if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
-    ParamTable t;
-    param_table_build(&t, &s.cfg);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (hf_load(&s, &t, params, err, sizeof err) != 0) die_input("import-hf: %s", err);
-    if (mkdir_p(out) != 0) die_input("import-hf: cannot create %s: %s", out, strerror(errno));
-
-    int seq_len = s.seq_len > 0 ? s.seq_len : DEFAULT_MAX_POS;
-    char *oc = olmo_config_json(&s.cfg, seq_len);
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "olmo_config", oc);
-    cJSON_AddStringToObject(meta, "imported_from", in);
-    char *meta_txt = cJSON_PrintUnformatted(meta);
-    snprintf(p, sizeof p, "%s/model.safetensors", out);
-    params_save_safetensors(&t, params, p, meta_txt);
-    free(meta_txt);
-    cJSON_Delete(meta);
-    free(oc);
-
-    // recipe.yml: defaults + the model dims; data.paths / train.run_dir are placeholders to
-    // replace before training from it.
+// recipe.yml: defaults + the model dims; data.paths / train.run_dir are placeholders to
+// replace before training from it.
+static void import_recipe(const char *in, const char *out, const ModelConfig *cfg, int seq_len) {
+    char p[4600];
     Recipe *r = xcalloc(1, sizeof *r);
     recipe_defaults(r);
-    recipe_set_model(r, &s.cfg);
+    recipe_set_model(r, cfg);
     r->seq_len = seq_len;
     if (r->global_batch % r->micro_batch) r->micro_batch = 1;
     if (r->max_steps <= 0 && r->max_tokens <= 0) r->max_steps = 1;
@@ -743,9 +645,39 @@ int cmd_import_hf(int argc, char **argv) {
     free(txt);
     free(yaml);
     free(r);
+}
+
+void hf_import(const char *in, const char *out) {
+    char err[4096], p[4600];
+    snprintf(p, sizeof p, "%s/config.json", in);
+    if (!is_dir(in)) die_input("import-hf: %s is not a directory", in);
+    if (!is_file(p)) die_input("import-hf: %s has no config.json", in);
+    ModelSource s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.path, sizeof s.path, "%s", in);
+    s.is_hf = 1;
+    if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    ParamTable t;
+    param_table_build(&t, &s.cfg);
+    float *params = xmalloc_aligned(sizeof(float) * t.total);
+    if (hf_load(&s, &t, params, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    if (mkdir_p(out) != 0) die_input("import-hf: cannot create %s: %s", out, strerror(errno));
+
+    int seq_len = s.seq_len > 0 ? s.seq_len : HF_DEFAULT_MAX_POS;
+    char *oc = olmo_config_json(&s.cfg, seq_len);
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "olmo_config", oc);
+    cJSON_AddStringToObject(meta, "imported_from", in);
+    char *meta_txt = cJSON_PrintUnformatted(meta);
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    params_save_safetensors(&t, params, p, meta_txt);
+    free(meta_txt);
+    cJSON_Delete(meta);
+    free(oc);
+
+    import_recipe(in, out, &s.cfg, seq_len);
     fprintf(stderr, "import-hf: %s -> %s/model.safetensors + recipe.yml: %d layers, d_model %d, vocab %d padded to %d\n",
             in, out, s.cfg.n_layers, s.cfg.d_model, s.cfg.vocab_size, s.cfg.padded_vocab);
     free(params);
     param_table_free(&t);
-    return 0;
 }

@@ -36,7 +36,20 @@ int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_
 // their vocab rows padded with zero rows (docs/hf.md). Returns 0, or -1 with a message.
 int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
 
-// The "olmo_config" JSON text of a config (malloc'd): the ModelConfig fields + seq_len.
-char *olmo_config_json(const ModelConfig *c, int seq_len);
+// max_position_embeddings of an export when neither YaRN nor the run says otherwise:
+// OLMo 3's pretraining sequence length (OLMO3.md s.1).
+#define HF_DEFAULT_MAX_POS 8192
+
+// `olmo export-hf`: CKPT (as model_source_resolve takes it) to the Hugging Face Olmo3
+// directory OUT: config.json (model_type olmo3), generation_config.json, model.safetensors
+// (HF names, vocab rows trimmed to the real vocab, the olmo_config metadata) and a copy of
+// the tokenizer (tok_path; NULL = $OLMO_TOKENIZER or dolma2) with tokenizer_config.json.
+// max_pos 0: the run's seq_len, else HF_DEFAULT_MAX_POS (with YaRN: factor x original
+// context, which a given max_pos must equal). Bad input: a message, exit 2.
+void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_path);
+// `olmo import-hf`: the Hugging Face Olmo3 directory IN (config.json + model.safetensors
+// or shards) to OUT/model.safetensors in the OLMo layout (vocab rows padded with zero
+// rows) and OUT/recipe.yml with its model dims. Bad input: a message, exit 2.
+void hf_import(const char *in, const char *out);
 
 #endif

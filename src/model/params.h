@@ -72,12 +72,4 @@ void model_offsets(ModelOffsets *o, const ParamTable *t, const ModelConfig *c);
 void param_init(const ParamTable *t, float *params, unsigned long long seed);
 
 
-// Load every tensor of the table from a safetensors file (HF names; F32/BF16/F16/F64
-// converted). A missing tensor, a wrong shape or an unknown extra tensor is an error
-// naming the file and the tensors; returns 0, or -1 with a message in err (nothing is
-// half-loaded into params: data is read into a staging buffer first).
-int params_load_safetensors(const ParamTable *t, float *params, const char *path, char *err, size_t errlen);
-// Save the table's tensors (F32, HF names) atomically; metadata may be NULL.
-void params_save_safetensors(const ParamTable *t, const float *params, const char *path, const char *metadata);
-
 #endif

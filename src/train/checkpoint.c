@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/ckpt_verify.h"
 #include "io/safetensors.h"
 #include "model/config_json.h"
-#include "train/ckpt_verify.h"
 #include "util/common.h"
 
 void ckpt_sha256_hex(const void *data, size_t len, char out[65]) {
@@ -46,41 +46,6 @@ static int is_dir(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
-// "step-00001000" -> 1000; -1 if the name is not a checkpoint directory name.
-long ckpt_step_of_name(const char *name) {
-    if (strncmp(name, "step-", 5) != 0) return -1;
-    char *end;
-    errno = 0;
-    long s = strtol(name + 5, &end, 10);
-    if (errno || *end || end == name + 5 || s < 0) return -1;
-    return s;
-}
-static int cmp_long_desc(const void *a, const void *b) {
-    long x = *(const long *)a, y = *(const long *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-// Steps of every step-* directory under ckdir, newest first; *n receives the count.
-long *ckpt_list_steps(const char *ckdir, int *n) {
-    *n = 0;
-    DIR *d = opendir(ckdir);
-    if (!d) return NULL;
-    int cap = 16;
-    long *s = xmalloc(sizeof(long) * (size_t)cap);
-    struct dirent *e;
-    char p[4096];
-    while ((e = readdir(d))) {
-        long st = ckpt_step_of_name(e->d_name);
-        if (st < 0) continue;
-        snprintf(p, sizeof p, "%s/%s", ckdir, e->d_name);
-        if (!is_dir(p)) continue;
-        if (*n == cap) s = xrealloc(s, sizeof(long) * (size_t)(cap *= 2));
-        s[(*n)++] = st;
-    }
-    closedir(d);
-    qsort(s, (size_t)*n, sizeof(long), cmp_long_desc);
-    return s;
-}
-
 void ckpt_clean_temp(const char *run_dir) {
     char ckdir[4096], p[4600];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
@@ -235,16 +200,13 @@ static int state_from_json(const char *path, const char *txt, TrainState *st, co
     int nmm = 0;
     if (!cJSON_IsObject(mo)) addf(miss, sizeof miss, &nmiss, "model");
     else {
-#define MF(field)                                                                                            \
-    do {                                                                                                     \
-        if (get_num(mo, #field, &v)) addf(miss, sizeof miss, &nmiss, "model." #field);                        \
-        else if (v != (double)cfg->field)                                                                    \
-            addf(mm, sizeof mm, &nmm, #field " %.10g in the checkpoint, %.10g in the recipe", v, (double)cfg->field); \
-        else st->cfg.field = cfg->field;                                                                     \
-    } while (0)
-        MF(vocab_size); MF(padded_vocab); MF(d_model); MF(n_layers); MF(n_heads); MF(n_kv_heads); MF(head_dim);
-        MF(mlp_hidden); MF(rope_theta); MF(rms_eps); MF(sliding_window); MF(full_attn_every);
-#undef MF
+        for (int i = 0; i < model_config_json_nfields(); i++) {
+            double want;
+            const char *name = model_config_json_field(cfg, i, &want);
+            if (get_num(mo, name, &v)) addf(miss, sizeof miss, &nmiss, "model.%s", name);
+            else if (v != want) addf(mm, sizeof mm, &nmm, "%s %.10g in the checkpoint, %.10g in the recipe", name, v, want);
+            else model_config_json_set(&st->cfg, i, want);
+        }
         // RoPE scaling is read, not compared: it has no weights, and load_path may change it
         // on purpose (stage 2 -> 3); the trainer refuses a change on resume.
         char rerr[160];
@@ -442,46 +404,6 @@ fail_sums:
     if (corrupt || rc == -2) ckpt_verify_hint(dir, err, errlen);
     ckpt_sums_free(&sums);
     return -1;
-}
-
-int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outlen, char *err, size_t errlen) {
-    if (!strcmp(resume, "never")) return 0;
-    if (strcmp(resume, "auto") != 0) {
-        if (!is_dir(resume)) {
-            snprintf(err, errlen, "train.resume=%s: no such checkpoint directory", resume);
-            return -1;
-        }
-        snprintf(out, outlen, "%s", resume);
-        return 1;
-    }
-    char ckdir[4096], p[4600];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
-    snprintf(p, sizeof p, "%s/latest", ckdir);
-    size_t len;
-    char *latest = read_file_all(p, &len);
-    if (latest) {
-        latest[strcspn(latest, "\r\n")] = 0;
-        char target[4700];
-        snprintf(target, sizeof target, "%s/%s", ckdir, latest);
-        if (ckpt_step_of_name(latest) < 0 || !is_dir(target)) {
-            snprintf(err, errlen, "%s names '%s', which is not a checkpoint directory in %s (remove %s to start from "
-                     "the newest step-* directory, or set train.resume=PATH)", p, latest, ckdir, p);
-            free(latest);
-            return -1;
-        }
-        free(latest);
-    }
-    // The newest step-* directory: a kill between the rename and the `latest` update
-    // leaves `latest` one behind, and the renamed directory is complete by construction.
-    int n;
-    long *steps = ckpt_list_steps(ckdir, &n);
-    if (n == 0) {
-        free(steps);
-        return 0;
-    }
-    snprintf(out, outlen, "%s/step-%08ld", ckdir, steps[0]);
-    free(steps);
-    return 1;
 }
 
 // ---- writer ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "data/loader.h"
+#include "io/ckpt_dir.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "train/optim.h"
@@ -70,17 +71,8 @@ void ckpt_writer_free(CkptWriter *w);   // waits first
 const char *ckpt_last_path(const CkptWriter *w);
 
 // ---- reading ------------------------------------------------------------------------------
-// "step-00001000" -> 1000; -1 if name is not a checkpoint directory name.
-long ckpt_step_of_name(const char *name);
-// Steps of every step-* directory under ckdir, newest first (malloc'd); *n gets the count.
-long *ckpt_list_steps(const char *ckdir, int *n);
 // Remove stale .tmp-* directories under RUN_DIR/checkpoints (left by a killed run).
 void ckpt_clean_temp(const char *run_dir);
-// Resolve train.resume: "never" -> 0; "auto" -> 1 with the newest step-* directory of
-// RUN_DIR/checkpoints in out, or 0 when there is none; any other value is a checkpoint
-// directory (1). A `latest` file naming a missing directory, or a PATH that does not
-// exist: -1 with a message in err.
-int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outlen, char *err, size_t errlen);
 // Validate a checkpoint completely, then load it: train_state.json parses and its model
 // shape equals cfg (mismatched fields listed), both safetensors files open, hold exactly
 // the table's tensors as F32 with the right shapes (every problem listed). Only then:

@@ -1,11 +1,13 @@
-// trainer.c: `olmo train RECIPE.yml [key=value ...]`, also as `mpirun -np W olmo train ...`:
-// the training loop. Validates the recipe, the data, the evaluation sets and any
-// checkpoint to resume from (and, on resume, this recipe against the checkpoint's:
-// resume_guard) before writing anything, then per step: this rank's block
-// of the global batch -> train_step (reduction across ranks, ZeRO-1 AdamW) -> one
-// progress line and one metrics.jsonl record (rank 0), checkpoints every ckpt.interval
-// steps and at the end, held-out evaluation at step 0, every eval.interval and at the end.
-// SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step, checkpoint, exit 0.
+// trainer.c: the training run of `olmo train RECIPE.yml [key=value ...]`, also as `mpirun
+// -np W olmo train ...` (train_run, trainer.h; the command is src/cli/cmd_train.c).
+// Validates the recipe, the data, the evaluation sets and any checkpoint to resume from
+// (and, on resume, this recipe against the checkpoint's: resume_guard) before writing
+// anything, then per step: this rank's block of the global batch -> train_step (reduction
+// across ranks, ZeRO-1 AdamW) -> one progress line and one metrics.jsonl record (rank 0),
+// checkpoints every ckpt.interval steps and at the end, held-out evaluation at step 0,
+// every eval.interval and at the end. train_run reads as that list of steps (run_plan ...
+// run_finish). SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step,
+// checkpoint, exit 0.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
@@ -16,45 +18,26 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "data/loader.h"
 #include "dist/dist.h"
 #include "eval/alarm.h"
 #include "eval/eval.h"
+#include "io/ckpt_verify.h"
+#include "io/params_io.h"
+#include "kernels/kernels.h"
 #include "model/limits.h"
 #include "model/model.h"
-#include "train/cuda/cuda_backend.h"
-#include "kernels/kernels.h"
+#include "recipe/mixture.h"
+#include "recipe/recipe.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
-#include "train/ckpt_verify.h"
+#include "train/cuda/cuda_backend.h"
 #include "train/history.h"
 #include "train/metrics.h"
 #include "train/peak.h"
-#include "train/recipe.h"
 #include "train/step.h"
+#include "train/trainer.h"
 #include "util/common.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: olmo train RECIPE.yml [key=value ...]\n"
-            "       mpirun -np W olmo train RECIPE.yml [key=value ...]   (data parallel, ZeRO-1)\n"
-            "  Trains the recipe's model. Overrides use dotted keys (optim.lr=1e-3 model.n_layers=2).\n"
-            "  Writes RUN_DIR/recipe.yml (resolved), RUN_DIR/metrics.jsonl, RUN_DIR/checkpoints/step-N/\n"
-            "  (see docs/checkpoints.md) and RUN_DIR/model.safetensors at the end. train.resume=auto\n"
-            "  (default) continues from the newest checkpoint, with any world size that divides\n"
-            "  global_batch / micro_batch. SIGTERM/SIGINT/SIGUSR1: checkpoint after this step, exit 0.\n"
-            "  On resume the recipe is compared with the checkpoint's, key by key (`optim.lr: 0.003 ->\n"
-            "  0.001`): harmless keys (log_every, eval.*, ckpt.*, paths of the same data) pass; keys that\n"
-            "  change the training (optim, schedule, steps, batch, seq_len, data, precision) exit 2\n"
-            "  unless train.allow_recipe_change lists them (e.g. train.allow_recipe_change=optim.lr);\n"
-            "  the model never changes (a new train.run_dir with train.load_path). Every recipe a run\n"
-            "  trained under stays in RUN_DIR/recipes/step-N.yml (docs/checkpoints.md).\n"
-            "  MFU: the job's model FLOP/s (OLMo-core count 6N + 12 L H Dh T, x the global tokens/s)\n"
-            "  over the peak of the hardware it uses: the per-core GEMM peak of the run's precision\n"
-            "  (perf.peak_flops, else a cached calibration) x the physical cores the ranks use, each\n"
-            "  counted once; on CUDA the sum of the devices' peaks (docs/performance.md).\n\nrecipe keys:\n");
-}
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) {
@@ -435,284 +418,476 @@ static int load_source(const Recipe *r, char *out, size_t outlen, char *err, siz
     return -1;
 }
 
-int cmd_train(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        recipe_print_keys();
-        return 0;
-    }
-    const char *recipe_path = NULL;
-    char **ov = xcalloc((size_t)argc, sizeof(char *));
-    int nov = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strchr(argv[i], '=')) ov[nov++] = argv[i];
-        else if (!recipe_path) recipe_path = argv[i];
-        else die_input("unexpected argument '%s' (give one recipe file, then key=value overrides)", argv[i]);
-    }
-    if (!recipe_path) {
-        usage(stderr);
-        return 2;
-    }
-    dist_init();
-    const int rank = dist_rank(), W = dist_world();
-    Recipe *rp = xmalloc(sizeof(Recipe));   // large (path lists): not on the stack
-    recipe_load(rp, recipe_path, nov, ov);
-    const Recipe *r = rp;
-    ModelConfig cfg = recipe_model_config(r);
-    const long total_steps = recipe_total_steps(r);
-    const int T = r->seq_len, GB = r->global_batch, MB = r->micro_batch;
-    char msg[8192];
-    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches.
-    if (GB % MB != 0 || (GB / MB) % W != 0) {
-        snprintf(msg, sizeof msg,
-                 "train.global_batch %d / train.micro_batch %d = %d micro-batches do not split over %d ranks "
-                 "(micro-batches per rank must be an integer)", GB, MB, GB / MB, W);
-        fail_all(rank, 2, msg);
-    }
-    const int local_batch = GB / W, micro_per_rank = local_batch / MB;
-    // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
-    // without CUDA, or on a machine without a device, stops here with nothing written.
+// ---- the run, step by step ------------------------------------------------------------------
+// What a run holds from its start to its end (this rank's; w and log are rank 0's).
+typedef struct {
+    const Recipe *r;
+    const char *recipe_path;    // for the banner
+    int rank, W;
+    int T, GB, MB, local_batch, micro_per_rank;
+    long total_steps;
     BackendKind bkind;
     Precision bprec;
-    if (backend_resolve(r->backend, r->precision, &bkind, &bprec, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
+    ModelConfig cfg;
+    LoaderConfig lc;
+    Loader *loader;
+    Evaluator *ev;              // rank 0 only
+    int resume;                 // 1: resume from ckpt_dir (ckpt_resolve), 0: a fresh run
+    char ckpt_dir[4600];
+    Guard guard;
+    Model m;
+    TrainCore tc;
+    char *yaml;                 // the resolved recipe, and its sha256
+    char yaml_sha[65];
+    long start_step, tokens, skipped_total;
+    Backend *be;                // NULL: the CPU path
+    int dev_eval;               // in-loop evaluation on the device model (DeviceEval)
+    int host_eval_sync;         // evaluation on the CPU model of a CUDA run: every rank syncs
+    DeviceEval deval;
+    const char *eval_on;        // "cpu fp32", "cuda bf16", "cuda fp32" (the record's eval/device)
+    MetricsLog log;
+    CkptWriter *w;
+    double peak, fpt;           // MFU's ceiling (FLOP/s of the job) and FLOPs per token
+    char peak_desc[512];
+    Watch watch;
+    char msg[8192];             // the message of a refusal
+} Run;
+
+// The training loop's counters.
+typedef struct {
+    long step, last_saved, steps_run, bad_run;
+    int stopped, diverged;
+    double t_start, t_train;
+    StepResult res;
+} Loop;
+
+// The shape of the job: the model, the steps, this rank's share of the global batch, the
+// backend and precision. Bad input: every rank exits 2 with nothing written.
+static void run_plan(Run *u) {
+    const Recipe *r = u->r;
+    u->cfg = recipe_model_config(r);
+    u->total_steps = recipe_total_steps(r);
+    u->T = r->seq_len, u->GB = r->global_batch, u->MB = r->micro_batch;
+    const int GB = u->GB, MB = u->MB, W = u->W;
+    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches.
+    if (GB % MB != 0 || (GB / MB) % W != 0) {
+        snprintf(u->msg, sizeof u->msg,
+                 "train.global_batch %d / train.micro_batch %d = %d micro-batches do not split over %d ranks "
+                 "(micro-batches per rank must be an integer)", GB, MB, GB / MB, W);
+        fail_all(u->rank, 2, u->msg);
+    }
+    u->local_batch = GB / W, u->micro_per_rank = u->local_batch / MB;
+    // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
+    // without CUDA, or on a machine without a device, stops here with nothing written.
+    if (backend_resolve(r->backend, r->precision, &u->bkind, &u->bprec, u->msg, sizeof u->msg) != 0)
+        fail_all(u->rank, 2, u->msg);
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
     // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
-    matmul_set_precision(bkind == BACKEND_CPU && bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
+    matmul_set_precision(u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
+}
 
-    // Open the data, the eval sets and the checkpoint before anything is written: bad
-    // input stops the run with nothing on disk.
-    LoaderConfig lc;
-    recipe_loader_config(r, &lc, W, rank);
-    Loader *loader = loader_create(&lc);
-    Evaluator *ev = rank == 0 ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
+// Open the data, the eval sets and the checkpoint before anything is written: bad input
+// stops the run with nothing on disk.
+static void run_open_inputs(Run *u) {
+    const Recipe *r = u->r;
+    recipe_loader_config(r, &u->lc, u->W, u->rank);
+    u->loader = loader_create(&u->lc);
+    u->ev = u->rank == 0 ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
-    if (rank == 0) ckpt_clean_temp(r->run_dir);
+    if (u->rank == 0) ckpt_clean_temp(r->run_dir);
     dist_barrier();
-    char ckpt_dir[4600] = "";
-    int resume = ckpt_resolve(r->run_dir, r->resume, ckpt_dir, sizeof ckpt_dir, msg, sizeof msg);
-    if (resume < 0) fail_all(rank, 2, msg);
-    Guard guard = {0};
-    if (resume == 1) resume_guard(r, ckpt_dir, loader, rank, &guard);
+    u->resume = ckpt_resolve(r->run_dir, r->resume, u->ckpt_dir, sizeof u->ckpt_dir, u->msg, sizeof u->msg);
+    if (u->resume < 0) fail_all(u->rank, 2, u->msg);
+    if (u->resume == 1) resume_guard(r, u->ckpt_dir, u->loader, u->rank, &u->guard);
+}
 
-    Model m;
-    // Refuse, before allocating, what this machine cannot hold (src/model/limits.h).
+// The model (refused before allocating when this machine cannot hold it: src/model/limits.h),
+// its initial weights, the training state around it, and the resolved recipe.
+static void run_create_model(Run *u) {
+    const Recipe *r = u->r;
+    const int MB = u->MB, T = u->T;
     char lim[512];
     // train.backend=cuda: the host holds the fp32 params (checkpoints, the final weights)
     // and Adam only until it is uploaded; CPU activations are allocated only if evaluation
     // runs on the CPU model (eval.device=cpu).
-    if (bkind == BACKEND_CUDA ? model_check_size(&cfg, MB, T, lim, sizeof lim) : model_check_memory(&cfg, MB, T, lim, sizeof lim))
-        fail_all(rank, 2, lim);
-    if (bkind == BACKEND_CUDA) model_create_lazy(&m, &cfg, MB, T);
-    else model_create(&m, &cfg, MB, T);
-    param_init(&m.table, m.params, r->seed);
-    TrainCore tc = {0};
-    tc.model = &m;
-    train_core_shard(&tc, W, rank, micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
-    gradacc_init(&tc.acc, m.table.total);
-    skipstep_init(&tc.skip, r->skip_step_window, r->skip_step_sigma);
-    tc.use_skip = r->skip_step;
-    tc.max_grad_norm = r->max_grad_norm;
-    tc.z_loss = (float)r->z_loss;
-    schedule_of(r, &tc.sched);
+    if (u->bkind == BACKEND_CUDA ? model_check_size(&u->cfg, MB, T, lim, sizeof lim)
+                                 : model_check_memory(&u->cfg, MB, T, lim, sizeof lim))
+        fail_all(u->rank, 2, lim);
+    if (u->bkind == BACKEND_CUDA) model_create_lazy(&u->m, &u->cfg, MB, T);
+    else model_create(&u->m, &u->cfg, MB, T);
+    param_init(&u->m.table, u->m.params, r->seed);
+    TrainCore *tc = &u->tc;
+    tc->model = &u->m;
+    train_core_shard(tc, u->W, u->rank, u->micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
+    gradacc_init(&tc->acc, u->m.table.total);
+    skipstep_init(&tc->skip, r->skip_step_window, r->skip_step_sigma);
+    tc->use_skip = r->skip_step;
+    tc->max_grad_norm = r->max_grad_norm;
+    tc->z_loss = (float)r->z_loss;
+    schedule_of(r, &tc->sched);
 
-    char *yaml = recipe_to_yaml(r);
-    char yaml_sha[65];
-    ckpt_sha256_hex(yaml, strlen(yaml), yaml_sha);
-    long start_step = 0, tokens = 0, skipped_total = 0;
-    if (resume == 1) {
-        TrainState st;
-        size_t lo, hi;
-        train_core_range(&tc, &lo, &hi);
-        double t0 = now_seconds();
-        if (ckpt_load(ckpt_dir, &m.table, &cfg, m.params, tc.opt.m, tc.opt.v, lo, hi, &st, msg, sizeof msg) != 0) {
-            char m2[8400];
-            snprintf(m2, sizeof m2, "cannot resume from %s: %s", ckpt_dir, msg);
-            fail_all(rank, 2, m2);
-        }
-        if (!rope_scaling_equal(&st.cfg.rope_scaling, &cfg.rope_scaling)) {
-            char a[160], b[160];
-            snprintf(msg, sizeof msg, "cannot resume from %s: it was trained with model.rope_scaling %s, the recipe has %s "
-                     "(changing it is a stage transition: start a new run_dir with train.load_path)", ckpt_dir,
-                     rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&cfg.rope_scaling, b, sizeof b));
+    u->yaml = recipe_to_yaml(r);
+    ckpt_sha256_hex(u->yaml, strlen(u->yaml), u->yaml_sha);
+}
+
+// The skip-step history as saved; the recipe's window decides how much of it is kept.
+static void restore_skip_history(SkipStep *dst, const SkipStep *src) {
+    int keep = src->n < dst->window + 1 ? src->n : dst->window + 1;
+    dst->n = keep;
+    memcpy(dst->loss, src->loss + (src->n - keep), sizeof(double) * (size_t)keep);
+    memcpy(dst->gnorm, src->gnorm + (src->n - keep), sizeof(double) * (size_t)keep);
+}
+
+// train.resume: the checkpoint's weights, this rank's Adam shard, step, tokens, skip-step
+// history and loader position.
+static void run_resume(Run *u) {
+    TrainCore *tc = &u->tc;
+    char *msg = u->msg;
+    TrainState st;
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    double t0 = now_seconds();
+    if (ckpt_load(u->ckpt_dir, &u->m.table, &u->cfg, u->m.params, tc->opt.m, tc->opt.v, lo, hi, &st, msg, sizeof u->msg) != 0) {
+        char m2[8192 + 4700];
+        snprintf(m2, sizeof m2, "cannot resume from %s: %s", u->ckpt_dir, msg);
+        fail_all(u->rank, 2, m2);
+    }
+    if (!rope_scaling_equal(&st.cfg.rope_scaling, &u->cfg.rope_scaling)) {
+        char a[160], b[160];
+        snprintf(msg, sizeof u->msg, "cannot resume from %s: it was trained with model.rope_scaling %s, the recipe has %s "
+                 "(changing it is a stage transition: start a new run_dir with train.load_path)", u->ckpt_dir,
+                 rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&u->cfg.rope_scaling, b, sizeof b));
+        fail_all(u->rank, 2, msg);
+    }
+    u->start_step = st.step;
+    u->tokens = st.tokens;
+    u->skipped_total = st.skipped_total;
+    tc->opt.step = st.adam_step;
+    restore_skip_history(&tc->skip, &st.skip);
+    loader_set_state(u->loader, &st.loader, u->guard.force_data);
+    if (u->rank == 0)
+        printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", u->ckpt_dir, st.step,
+               st.tokens, st.world_size, st.world_size > 1 ? "s" : "", u->W, now_seconds() - t0);
+    ckpt_state_free(&st);
+}
+
+// train.load_path, the OLMo 3 stage transition: a fresh run starting from another run's
+// weights (and Adam moments with load_optim); step counter, schedule and loader restart
+// unless load_trainer_state.
+static void run_load_path(Run *u) {
+    const Recipe *r = u->r;
+    TrainCore *tc = &u->tc;
+    char *msg = u->msg;
+    const int rank = u->rank;
+    char src[4600];
+    if (load_source(r, src, sizeof src, msg, sizeof u->msg) != 0) fail_all(rank, 2, msg);
+    int need_ckpt = r->load_optim || r->load_trainer_state;
+    if (!is_checkpoint_dir(src)) {
+        if (need_ckpt) {
+            snprintf(msg, sizeof u->msg, "train.load_path %s: load_optim/load_trainer_state need a checkpoint "
+                     "(a step-* directory with train_state.json and optim.safetensors), found only weights", src);
             fail_all(rank, 2, msg);
         }
-        start_step = st.step;
-        tokens = st.tokens;
-        skipped_total = st.skipped_total;
-        tc.opt.step = st.adam_step;
-        // History as saved; the recipe's window decides how much of it is kept.
-        int keep = st.skip.n < tc.skip.window + 1 ? st.skip.n : tc.skip.window + 1;
-        tc.skip.n = keep;
-        memcpy(tc.skip.loss, st.skip.loss + (st.skip.n - keep), sizeof(double) * (size_t)keep);
-        memcpy(tc.skip.gnorm, st.skip.gnorm + (st.skip.n - keep), sizeof(double) * (size_t)keep);
-        loader_set_state(loader, &st.loader, guard.force_data);
-        if (rank == 0)
-            printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", ckpt_dir, st.step,
-                   st.tokens, st.world_size, st.world_size > 1 ? "s" : "", W, now_seconds() - t0);
-        ckpt_state_free(&st);
-    }
-
-    if (resume == 0 && r->load_path[0]) {
-        // OLMo 3 stage transition: a fresh run starting from another run's weights (and
-        // Adam moments with load_optim); step counter, schedule and loader restart unless
-        // load_trainer_state.
-        char src[4600];
-        if (load_source(r, src, sizeof src, msg, sizeof msg) != 0) fail_all(rank, 2, msg);
-        int need_ckpt = r->load_optim || r->load_trainer_state;
-        if (!is_checkpoint_dir(src)) {
-            if (need_ckpt) {
-                snprintf(msg, sizeof msg, "train.load_path %s: load_optim/load_trainer_state need a checkpoint "
-                         "(a step-* directory with train_state.json and optim.safetensors), found only weights", src);
-                fail_all(rank, 2, msg);
-            }
-            if (params_load_safetensors(&m.table, m.params, src, msg, sizeof msg) != 0) {
-                char m2[8400];
-                snprintf(m2, sizeof m2, "train.load_path: %s", msg);
-                fail_all(rank, 2, m2);
-            }
-            if (rank == 0) printf("load_path: weights from %s (optimizer, step and loader start fresh)\n", src);
-        } else {
-            TrainState st;
-            size_t lo, hi;
-            train_core_range(&tc, &lo, &hi);
-            if (ckpt_load(src, &m.table, &cfg, m.params, r->load_optim ? tc.opt.m : NULL, r->load_optim ? tc.opt.v : NULL,
-                          lo, hi, &st, msg, sizeof msg) != 0) {
-                char m2[8192 + 4700];
-                snprintf(m2, sizeof m2, "train.load_path %s: %s", src, msg);
-                fail_all(rank, 2, m2);
-            }
-            // Adam's bias correction continues from the loaded moments' step count, as
-            // OLMo-core's optimizer state dict carries it.
-            if (r->load_optim) tc.opt.step = st.adam_step;
-            if (r->load_trainer_state) {
-                start_step = st.step;
-                tokens = st.tokens;
-                skipped_total = st.skipped_total;
-                int keep = st.skip.n < tc.skip.window + 1 ? st.skip.n : tc.skip.window + 1;
-                tc.skip.n = keep;
-                memcpy(tc.skip.loss, st.skip.loss + (st.skip.n - keep), sizeof(double) * (size_t)keep);
-                memcpy(tc.skip.gnorm, st.skip.gnorm + (st.skip.n - keep), sizeof(double) * (size_t)keep);
-                loader_set_state(loader, &st.loader, 0);
-            }
-            if (rank == 0)
-                printf("load_path: %s (step %ld): weights%s%s\n", src, st.step, r->load_optim ? " + Adam moments" : "",
-                       r->load_trainer_state ? " + trainer state" : "; step, schedule and loader restart");
-            if (rank == 0 && !rope_scaling_equal(&st.cfg.rope_scaling, &cfg.rope_scaling)) {
-                char a[160], b[160];
-                printf("load_path: rope scaling %s -> %s (stage transition)\n",
-                       rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&cfg.rope_scaling, b, sizeof b));
-            }
-            ckpt_state_free(&st);
+        if (params_load_safetensors(&u->m.table, u->m.params, src, msg, sizeof u->msg) != 0) {
+            char m2[8400];
+            snprintf(m2, sizeof m2, "train.load_path: %s", msg);
+            fail_all(rank, 2, m2);
         }
+        if (rank == 0) printf("load_path: weights from %s (optimizer, step and loader start fresh)\n", src);
+        return;
     }
+    TrainState st;
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    if (ckpt_load(src, &u->m.table, &u->cfg, u->m.params, r->load_optim ? tc->opt.m : NULL, r->load_optim ? tc->opt.v : NULL,
+                  lo, hi, &st, msg, sizeof u->msg) != 0) {
+        char m2[8192 + 4700];
+        snprintf(m2, sizeof m2, "train.load_path %s: %s", src, msg);
+        fail_all(rank, 2, m2);
+    }
+    // Adam's bias correction continues from the loaded moments' step count, as
+    // OLMo-core's optimizer state dict carries it.
+    if (r->load_optim) tc->opt.step = st.adam_step;
+    if (r->load_trainer_state) {
+        u->start_step = st.step;
+        u->tokens = st.tokens;
+        u->skipped_total = st.skipped_total;
+        restore_skip_history(&tc->skip, &st.skip);
+        loader_set_state(u->loader, &st.loader, 0);
+    }
+    if (rank == 0)
+        printf("load_path: %s (step %ld): weights%s%s\n", src, st.step, r->load_optim ? " + Adam moments" : "",
+               r->load_trainer_state ? " + trainer state" : "; step, schedule and loader restart");
+    if (rank == 0 && !rope_scaling_equal(&st.cfg.rope_scaling, &u->cfg.rope_scaling)) {
+        char a[160], b[160];
+        printf("load_path: rope scaling %s -> %s (stage transition)\n",
+               rope_scaling_describe(&st.cfg.rope_scaling, a, sizeof a), rope_scaling_describe(&u->cfg.rope_scaling, b, sizeof b));
+    }
+    ckpt_state_free(&st);
+}
 
-    Backend *be = NULL;   // the CPU path keeps be == NULL and calls train_step as before
-    if (bkind == BACKEND_CUDA) {
-        be = backend_create(bkind, bprec, &tc, MB, T, msg, sizeof msg);
-        if (!be) fail_all(rank, 2, msg);
-        backend_sync_from_host(be, &tc);   // initialized or loaded params + Adam m, v -> device
+// train.backend=cuda: the device model, loaded from the host's state; and where in-loop
+// evaluation runs: on the device model (no host sync, the run's precision) unless
+// eval.device=cpu asks for the fp32 CPU model. The CPU path keeps be == NULL.
+static void run_backend(Run *u) {
+    if (u->bkind == BACKEND_CUDA) {
+        u->be = backend_create(u->bkind, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
+        if (!u->be) fail_all(u->rank, 2, u->msg);
+        backend_sync_from_host(u->be, &u->tc);   // initialized or loaded params + Adam m, v -> device
     }
-    // Where in-loop evaluation runs: on the device model (no host sync, the run's
-    // precision) unless eval.device=cpu asks for the fp32 CPU model as before.
-    const int dev_eval = be && !strcmp(r->eval_device, "auto");
-    DeviceEval deval = {be, &tc};
-    if (dev_eval) eval_set_forward(ev, device_eval_forward, &deval);   // ev NULL (ranks > 0): no-op
-    const char *eval_on = !dev_eval ? "cpu fp32" : bprec == PRECISION_BF16 ? "cuda bf16" : "cuda fp32";
+    u->dev_eval = u->be && !strcmp(u->r->eval_device, "auto");
+    u->deval = (DeviceEval){u->be, &u->tc};
+    if (u->dev_eval) eval_set_forward(u->ev, device_eval_forward, &u->deval);   // ev NULL (ranks > 0): no-op
+    u->eval_on = !u->dev_eval ? "cpu fp32" : u->bprec == PRECISION_BF16 ? "cuda bf16" : "cuda fp32";
+}
 
-    char path[4200];
-    if (rank == 0 && resume == 0 && !strcmp(r->resume, "never")) {
-        // A fresh run must not mix its checkpoints (or its recipe history) with an older
-        // run's (retention and resume=auto go by step number): move the old ones aside,
-        // never delete them.
-        static const char *const aside[] = {"checkpoints", "recipes"};
-        char old[2][4200];
-        int i = 1;
-        for (; i < 1000; i++) {
-            for (int k = 0; k < 2; k++) snprintf(old[k], sizeof old[k], "%s/%s.replaced-%d", r->run_dir, aside[k], i);
-            if (access(old[0], F_OK) != 0 && access(old[1], F_OK) != 0) break;
-        }
-        for (int k = 0; k < 2; k++) {
-            snprintf(path, sizeof path, "%s/%s", r->run_dir, aside[k]);
-            if (access(path, F_OK) != 0) continue;
-            if (rename(path, old[k]) != 0) die("cannot move %s aside", path);
-            printf("train.resume=never: moved the previous run's %s to %s\n", path, old[k]);
-        }
+// train.resume=never (rank 0): a fresh run must not mix its checkpoints (or its recipe
+// history) with an older run's (retention and resume=auto go by step number): move the
+// old ones aside, never delete them.
+static void move_previous_run_aside(const Recipe *r) {
+    static const char *const aside[] = {"checkpoints", "recipes"};
+    char old[2][4200], path[4200];
+    int i = 1;
+    for (; i < 1000; i++) {
+        for (int k = 0; k < 2; k++) snprintf(old[k], sizeof old[k], "%s/%s.replaced-%d", r->run_dir, aside[k], i);
+        if (access(old[0], F_OK) != 0 && access(old[1], F_OK) != 0) break;
     }
-    MetricsLog log = {0};
-    CkptWriter *w = NULL;
-    // MFU's ceiling (peak.h): the hardware the whole job runs on. CPU: the per-core GEMM peak
-    // of the run's precision times the physical cores the ranks use, each counted once; the
-    // other ranks sleep while rank 0 calibrates, so they do not slow it. CUDA: one peak per
-    // device, one device per rank.
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", r->run_dir, aside[k]);
+        if (access(path, F_OK) != 0) continue;
+        if (rename(path, old[k]) != 0) die("cannot move %s aside", path);
+        printf("train.resume=never: moved the previous run's %s to %s\n", path, old[k]);
+    }
+}
+
+// MFU's ceiling (peak.h): the hardware the whole job runs on. CPU: the per-core GEMM peak
+// of the run's precision times the physical cores the ranks use, each counted once; the
+// other ranks sleep while rank 0 calibrates, so they do not slow it. CUDA: one peak per
+// device, one device per rank. Sets u->peak and u->peak_desc (rank 0) and returns the job's
+// cores.
+static void run_peak(Run *u, JobCores *jc) {
+    const Recipe *r = u->r;
     int devices = 0;
 #ifdef OLMO_CUDA
-    if (be) devices = cuda_device_count(NULL, 0);
+    if (u->be) devices = cuda_device_count(NULL, 0);
 #endif
-    JobCores jc;
-    job_cores(&jc, devices);
-    char peak_desc[512];
-    double peak = 0, fpt = 0;
-    if (be) {
-        double dev = r->peak_flops > 0 ? r->peak_flops : bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
-        peak = dev * jc.gpus;
-        snprintf(peak_desc, sizeof peak_desc, "%d GPU%s x %.1f TFLOP/s = %.1f TFLOP/s (%s)", jc.gpus, jc.gpus > 1 ? "s" : "",
-                 dev / 1e12, peak / 1e12,
+    job_cores(jc, devices);
+    if (u->be) {
+        double dev = r->peak_flops > 0 ? r->peak_flops : u->bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
+        u->peak = dev * jc->gpus;
+        snprintf(u->peak_desc, sizeof u->peak_desc, "%d GPU%s x %.1f TFLOP/s = %.1f TFLOP/s (%s)", jc->gpus,
+                 jc->gpus > 1 ? "s" : "", dev / 1e12, u->peak / 1e12,
                  r->peak_flops > 0 ? "recipe perf.peak_flops per GPU"
-                 : bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
-                                           : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides");
+                 : u->bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
+                                              : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides");
     } else {
         CorePeak cp;
         dist_barrier_quiet();
-        if (rank == 0) core_peak(bprec == PRECISION_BF16, r->peak_flops, &cp);
+        if (u->rank == 0) core_peak(u->bprec == PRECISION_BF16, r->peak_flops, &cp);
         dist_barrier_quiet();
-        if (rank == 0) {
-            peak = cp.per_core * jc.cores;
-            core_peak_describe(&cp, jc.cores, peak_desc, sizeof peak_desc);
+        if (u->rank == 0) {
+            u->peak = cp.per_core * jc->cores;
+            core_peak_describe(&cp, jc->cores, u->peak_desc, sizeof u->peak_desc);
         }
     }
-    if (rank == 0) {
-        if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
-        if (resume == 1) metrics_truncate(r->run_dir, start_step);
-        metrics_open(&log, r->run_dir, resume == 1 ? "a" : "w");
-        // recipe.yml states what the newest segment trains with; recipes/ keeps them all
-        // (src/train/history.h). A complete run trains nothing: its history stays as is.
-        if (!guard.complete) {
-            snprintf(path, sizeof path, "%s/recipe.yml", r->run_dir);
-            if (write_file_atomic(path, yaml, strlen(yaml)) != 0) die("cannot write %s", path);
-            history_begin(r->run_dir, start_step, yaml, resume != 1, (const char *const *)guard.lines, guard.nlines, &log);
-        }
-        w = ckpt_writer_create(r->run_dir, &m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
-        fpt = model_flops_per_token_olmo_core(&cfg, T);
-        double fpt_w = model_flops_per_token_window(&cfg, T);
-        char over[160] = "";
-        if (jc.oversubscribed)
-            snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc.threads,
-                     jc.cpus);
-        printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
-               "physical core%s%s | %d micro-batch%s of %d per rank%s\n",
-               recipe_path, model_num_params(&cfg), total_steps, GB, T, W, W > 1 ? "s" : "", omp_get_max_threads(),
-               jc.cores, jc.cores > 1 ? "s" : "", jc.hosts > 1 ? " (all hosts)" : "", micro_per_rank,
-               micro_per_rank > 1 ? "es" : "", MB, over);
-        size_t lo0, hi0;
-        train_core_range(&tc, &lo0, &hi0);
-        printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",
-               8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)m.table.total / 1048576.0);
-        printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) x tokens/s of the job vs %s\n", fpt / 1e9,
-               fpt_w / 1e9, peak_desc);
-        if (be) {
-            char desc[512];
-            backend_describe(be, desc, sizeof desc);
-            printf("%s\n", desc);
-        } else if (bprec == PRECISION_BF16) {
-            const int emu = !strcmp(matmul_bf16_engine(), "emulated");
-            printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
-                   "and Adam%s\n", matmul_bf16_engine(),
-                   emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
-                         "docs/performance.md)" : "");
-        }
+}
+
+// The run's first lines: what trains where, the ZeRO-1 shard, the MFU count, the backend.
+static void print_banner(Run *u, const JobCores *jc) {
+    const int W = u->W;
+    u->fpt = model_flops_per_token_olmo_core(&u->cfg, u->T);
+    double fpt_w = model_flops_per_token_window(&u->cfg, u->T);
+    char over[160] = "";
+    if (jc->oversubscribed)
+        snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc->threads,
+                 jc->cpus);
+    printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
+           "physical core%s%s | %d micro-batch%s of %d per rank%s\n",
+           u->recipe_path, model_num_params(&u->cfg), u->total_steps, u->GB, u->T, W, W > 1 ? "s" : "",
+           omp_get_max_threads(), jc->cores, jc->cores > 1 ? "s" : "", jc->hosts > 1 ? " (all hosts)" : "",
+           u->micro_per_rank, u->micro_per_rank > 1 ? "es" : "", u->MB, over);
+    size_t lo0, hi0;
+    train_core_range(&u->tc, &lo0, &hi0);
+    printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",
+           8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)u->m.table.total / 1048576.0);
+    printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) x tokens/s of the job vs %s\n", u->fpt / 1e9,
+           fpt_w / 1e9, u->peak_desc);
+    if (u->be) {
+        char desc[512];
+        backend_describe(u->be, desc, sizeof desc);
+        printf("%s\n", desc);
+    } else if (u->bprec == PRECISION_BF16) {
+        const int emu = !strcmp(matmul_bf16_engine(), "emulated");
+        printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
+               "and Adam%s\n", matmul_bf16_engine(),
+               emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
+                     "docs/performance.md)" : "");
+    }
+    fflush(stdout);
+}
+
+// Rank 0: the run directory (metrics.jsonl, recipe.yml, the recipe history), the
+// checkpoint writer, then the banner.
+static void run_open_outputs(Run *u, const JobCores *jc) {
+    const Recipe *r = u->r;
+    if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
+    if (u->resume == 1) metrics_truncate(r->run_dir, u->start_step);
+    metrics_open(&u->log, r->run_dir, u->resume == 1 ? "a" : "w");
+    // recipe.yml states what the newest segment trains with; recipes/ keeps them all
+    // (src/train/history.h). A complete run trains nothing: its history stays as is.
+    if (!u->guard.complete) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/recipe.yml", r->run_dir);
+        if (write_file_atomic(path, u->yaml, strlen(u->yaml)) != 0) die("cannot write %s", path);
+        history_begin(r->run_dir, u->start_step, u->yaml, u->resume != 1, (const char *const *)u->guard.lines,
+                      u->guard.nlines, &u->log);
+    }
+    u->w = ckpt_writer_create(r->run_dir, &u->m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
+    print_banner(u, jc);
+}
+
+// In-loop evaluation at `step` when `due` (a collective decision when the CPU model of a
+// CUDA run evaluates: every rank takes part in bringing the weights to the host, NCCL
+// gathering the shards on rank 0; on the device model rank 0 needs nobody, the others
+// wait at the next collective).
+static void run_eval_if(Run *u, int due, long step) {
+    if (u->host_eval_sync) due = dist_any(due);
+    if (due) {
+        if (u->host_eval_sync) backend_sync_to_host(u->be, &u->tc, 0);
+        if (u->ev) run_eval(u->ev, &u->m, &u->log, step, &u->watch, u->eval_on);
+    }
+}
+
+// Rank 0: the step's metrics record, and its progress line every train.log_every steps
+// (and at the first and the last).
+static void log_step(Run *u, const Loop *lp, double dt) {
+    const StepResult *res = &lp->res;
+    const long step = lp->step;
+    double tps = (double)u->GB * u->T / dt;
+    double mfu = tps * u->fpt / u->peak;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "train");
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "loss", res->loss);
+    cJSON_AddNumberToObject(o, "ce", res->ce);
+    cJSON_AddNumberToObject(o, "z_loss", res->z_loss);
+    cJSON_AddNumberToObject(o, "lr", res->lr);
+    cJSON_AddNumberToObject(o, "grad_norm", res->grad_norm);
+    cJSON_AddNumberToObject(o, "tokens", (double)u->tokens);
+    cJSON_AddNumberToObject(o, "tokens_per_s", tps);
+    cJSON_AddNumberToObject(o, "tokens_per_s_per_rank", tps / u->W);
+    cJSON_AddNumberToObject(o, "world_size", u->W);
+    cJSON_AddNumberToObject(o, "mfu", mfu);
+    cJSON_AddNumberToObject(o, "flops_per_token", u->fpt);
+    cJSON_AddNumberToObject(o, "peak_flops", u->peak);
+    cJSON_AddNumberToObject(o, "skipped", res->skipped);
+    cJSON_AddNumberToObject(o, "skipped_total", (double)u->skipped_total);
+    cJSON_AddNumberToObject(o, "step_time", dt);
+    loader_metrics(u->loader, o);
+    metrics_write(&u->log, o);
+    cJSON_Delete(o);
+    if (step % u->r->log_every == 0 || step == u->total_steps || step == u->start_step + 1) {
+        char eta[32];
+        format_duration(eta, sizeof eta, lp->t_train / lp->steps_run * (u->total_steps - step));
+        printf("step %6ld/%ld | loss %.4f (ce %.4f z %.2e) | lr %.3e | gnorm %.3f | %6.0f tok/s | MFU %4.1f%% | "
+               "ETA %s%s\n",
+               step, u->total_steps, res->loss, res->ce, res->z_loss, res->lr, res->grad_norm, tps, 100 * mfu, eta,
+               res->skipped ? " | SKIPPED" : "");
         fflush(stdout);
     }
-    Ctx c = {r, &m, &tc, loader, w, &log, yaml, yaml_sha, rank, W, be};
+}
+
+// The steps: this rank's block of the global batch -> train_step -> the record and
+// progress line, in-loop evaluation, stop decisions (signal, train.stop_at, divergence),
+// checkpoints every ckpt.interval steps.
+static void run_loop(Run *u, Ctx *c, Loop *lp) {
+    const Recipe *r = u->r;
+    const int GB = u->GB, MB = u->MB, T = u->T;
+    int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)u->local_batch * T);
+    int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)u->local_batch * T);
+    lp->step = u->start_step, lp->last_saved = u->start_step;
+    while (lp->step < u->total_steps) {
+        const long step = ++lp->step;
+        double t0 = now_seconds();
+        loader_next_batch(u->loader, inputs, targets);
+        lp->res = u->be ? backend_train_step(u->be, &u->tc, inputs, targets, GB, MB, T, step, NULL)
+                        : train_step(&u->tc, inputs, targets, GB, MB, T, step, NULL);
+        double dt = now_seconds() - t0;
+        lp->t_train += dt;
+        lp->steps_run++;
+        u->tokens += (long)GB * T;
+        u->skipped_total += lp->res.skipped;
+        if (u->rank == 0) log_step(u, lp, dt);
+        // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
+        watch_loss(&u->watch, lp->res.loss);
+        run_eval_if(u, u->ev && eval_due(u->ev, step, u->total_steps), step);
+        // Every rank sees the same decision: a signal to any rank stops them all here.
+        if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
+        // A run whose loss or gradient stays non-finite skips every step (the weights stay
+        // the last good ones); after 16 in a row it stops with a checkpoint and exit 1.
+        lp->bad_run = lp->res.skipped && (!isfinite(lp->res.loss) || !isfinite(lp->res.grad_norm)) ? lp->bad_run + 1 : 0;
+        if (lp->bad_run >= 16) {
+            lp->diverged = 1;
+            g_stop = 1;
+        }
+        if (dist_any(g_stop)) {
+            lp->stopped = 1;
+            break;
+        }
+        if (r->ckpt_interval > 0 && step % r->ckpt_interval == 0 && step < u->total_steps) {
+            save_checkpoint(c, step, u->tokens, u->skipped_total, lp->res.lr);
+            lp->last_saved = step;
+        }
+    }
+    free(inputs);
+    free(targets);
+}
+
+// The last checkpoint, then (rank 0) the final weights RUN_DIR/model.safetensors and the
+// closing line, or why the run stopped early.
+static void run_finish(Run *u, Ctx *c, const Loop *lp) {
+    const long step = lp->step;
+    if (u->be) backend_sync_to_host(u->be, &u->tc, 0);   // the final weights on the host for model.safetensors
+    if (step != lp->last_saved || (lp->steps_run == 0 && u->resume != 1))
+        save_checkpoint(c, step, u->tokens, u->skipped_total, lp->res.lr);
+    if (u->rank != 0) return;
+    double wsec = ckpt_wait(u->w);
+    if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(u->w), wsec);
+    double wall = now_seconds() - lp->t_start;
+    if (lp->diverged) {
+        fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
+                        "skipped; stopped after step %ld with the last good weights checkpointed\n", lp->bad_run, step);
+    } else if (lp->stopped) {
+        printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
+    } else {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/model.safetensors", u->r->run_dir);
+        params_save_safetensors(&u->m.table, u->m.params, path, NULL);
+        printf("done: %ld steps (%ld this run), %ld tokens in %.1fs (%.0f tok/s), %ld skipped; model: %s\n", step,
+               lp->steps_run, u->tokens, wall, lp->steps_run * (double)u->GB * u->T / (lp->t_train > 0 ? lp->t_train : 1),
+               u->skipped_total, path);
+    }
+    fflush(stdout);
+    metrics_close(&u->log);
+    ckpt_writer_free(u->w);
+}
+
+int train_run(const Recipe *r, const char *recipe_path) {
+    Run *u = xcalloc(1, sizeof *u);   // large (the loader config, the guard's lines): not on the stack
+    u->r = r;
+    u->recipe_path = recipe_path;
+    u->rank = dist_rank(), u->W = dist_world();
+    run_plan(u);
+    run_open_inputs(u);
+    run_create_model(u);
+    if (u->resume == 1) run_resume(u);
+    if (u->resume == 0 && r->load_path[0]) run_load_path(u);
+    run_backend(u);
+    if (u->rank == 0 && u->resume == 0 && !strcmp(r->resume, "never")) move_previous_run_aside(r);
+    JobCores jc;
+    run_peak(u, &jc);
+    if (u->rank == 0) run_open_outputs(u, &jc);
+    Ctx c = {r, &u->m, &u->tc, u->loader, u->w, &u->log, u->yaml, u->yaml_sha, u->rank, u->W, u->be};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -722,133 +897,25 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGUSR1, &sa, NULL);
 
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
-    Watch watch = {0};
-    memo_alarm_init(&watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
-    if (r->memo_set[0]) snprintf(watch.set, sizeof watch.set, "eval/%s/ce", r->memo_set);
-    // Rank 0 evaluates. On the CPU model with a CUDA backend (eval.device=cpu) every rank
-    // takes part in bringing the weights to the host (NCCL: rank 0 gathers the shards), so
-    // all decide; on the device model rank 0 needs nobody (the others wait at the next
-    // collective).
-    const int host_eval_sync = be && !dev_eval;
-    int due = ev && start_step == 0;
-    if (host_eval_sync) due = dist_any(due);
-    if (due) {
-        if (host_eval_sync) backend_sync_to_host(be, &tc, 0);
-        if (ev) run_eval(ev, &m, &log, 0, &watch, eval_on);
-    }
+    memo_alarm_init(&u->watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
+    if (r->memo_set[0]) snprintf(u->watch.set, sizeof u->watch.set, "eval/%s/ce", r->memo_set);
+    u->host_eval_sync = u->be && !u->dev_eval;
+    run_eval_if(u, u->ev && u->start_step == 0, 0);
 
-    int32_t *inputs = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
-    int32_t *targets = xmalloc(sizeof(int32_t) * (size_t)local_batch * T);
-    double t_start = now_seconds(), t_train = 0;
-    long step = start_step, last_saved = start_step, steps_run = 0;
-    int stopped = 0, diverged = 0;
-    long bad_run = 0;
-    StepResult res = {0};
-    while (step < total_steps) {
-        step++;
-        double t0 = now_seconds();
-        loader_next_batch(loader, inputs, targets);
-        res = be ? backend_train_step(be, &tc, inputs, targets, GB, MB, T, step, NULL)
-                 : train_step(&tc, inputs, targets, GB, MB, T, step, NULL);
-        double dt = now_seconds() - t0;
-        t_train += dt;
-        steps_run++;
-        tokens += (long)GB * T;
-        skipped_total += res.skipped;
-        if (rank == 0) {
-            double tps = (double)GB * T / dt;
-            double mfu = tps * fpt / peak;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "kind", "train");
-            cJSON_AddNumberToObject(o, "step", (double)step);
-            cJSON_AddNumberToObject(o, "loss", res.loss);
-            cJSON_AddNumberToObject(o, "ce", res.ce);
-            cJSON_AddNumberToObject(o, "z_loss", res.z_loss);
-            cJSON_AddNumberToObject(o, "lr", res.lr);
-            cJSON_AddNumberToObject(o, "grad_norm", res.grad_norm);
-            cJSON_AddNumberToObject(o, "tokens", (double)tokens);
-            cJSON_AddNumberToObject(o, "tokens_per_s", tps);
-            cJSON_AddNumberToObject(o, "tokens_per_s_per_rank", tps / W);
-            cJSON_AddNumberToObject(o, "world_size", W);
-            cJSON_AddNumberToObject(o, "mfu", mfu);
-            cJSON_AddNumberToObject(o, "flops_per_token", fpt);
-            cJSON_AddNumberToObject(o, "peak_flops", peak);
-            cJSON_AddNumberToObject(o, "skipped", res.skipped);
-            cJSON_AddNumberToObject(o, "skipped_total", (double)skipped_total);
-            cJSON_AddNumberToObject(o, "step_time", dt);
-            loader_metrics(loader, o);
-            metrics_write(&log, o);
-            cJSON_Delete(o);
-            if (step % r->log_every == 0 || step == total_steps || step == start_step + 1) {
-                char eta[32];
-                format_duration(eta, sizeof eta, t_train / steps_run * (total_steps - step));
-                printf("step %6ld/%ld | loss %.4f (ce %.4f z %.2e) | lr %.3e | gnorm %.3f | %6.0f tok/s | MFU %4.1f%% | "
-                       "ETA %s%s\n",
-                       step, total_steps, res.loss, res.ce, res.z_loss, res.lr, res.grad_norm, tps, 100 * mfu, eta,
-                       res.skipped ? " | SKIPPED" : "");
-                fflush(stdout);
-            }
-        }
-        // Evaluation hook 2/3 (eval.interval) and 3/3 (last step: eval_due says so).
-        watch_loss(&watch, res.loss);
-        due = ev && eval_due(ev, step, total_steps);
-        if (host_eval_sync) due = dist_any(due);
-        if (due) {
-            if (host_eval_sync) backend_sync_to_host(be, &tc, 0);
-            if (ev) run_eval(ev, &m, &log, step, &watch, eval_on);
-        }
-        // Every rank sees the same decision: a signal to any rank stops them all here.
-        if (r->stop_at > 0 && step >= r->stop_at) g_stop = 1;
-        // A run whose loss or gradient stays non-finite skips every step (the weights stay
-        // the last good ones); after 16 in a row it stops with a checkpoint and exit 1.
-        bad_run = res.skipped && (!isfinite(res.loss) || !isfinite(res.grad_norm)) ? bad_run + 1 : 0;
-        if (bad_run >= 16) {
-            diverged = 1;
-            g_stop = 1;
-        }
-        if (dist_any(g_stop)) {
-            stopped = 1;
-            break;
-        }
-        if (r->ckpt_interval > 0 && step % r->ckpt_interval == 0 && step < total_steps) {
-            save_checkpoint(&c, step, tokens, skipped_total, res.lr);
-            last_saved = step;
-        }
-    }
-    if (be) backend_sync_to_host(be, &tc, 0);   // the final weights on the host for model.safetensors
-    if (step != last_saved || (steps_run == 0 && resume != 1)) save_checkpoint(&c, step, tokens, skipped_total, res.lr);
-    if (rank == 0) {
-        double wsec = ckpt_wait(w);
-        if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(w), wsec);
-        double wall = now_seconds() - t_start;
-        if (diverged) {
-            fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
-                            "skipped; stopped after step %ld with the last good weights checkpointed\n", bad_run, step);
-        } else if (stopped) {
-            printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
-        } else {
-            snprintf(path, sizeof path, "%s/model.safetensors", r->run_dir);
-            params_save_safetensors(&m.table, m.params, path, NULL);
-            printf("done: %ld steps (%ld this run), %ld tokens in %.1fs (%.0f tok/s), %ld skipped; model: %s\n", step,
-                   steps_run, tokens, wall, steps_run * (double)GB * T / (t_train > 0 ? t_train : 1), skipped_total,
-                   path);
-        }
-        fflush(stdout);
-        metrics_close(&log);
-        ckpt_writer_free(w);
-    }
-    if (ev) eval_free(ev);
-    free(inputs);
-    free(targets);
-    free(yaml);
-    for (int i = 0; i < guard.nlines; i++) free(guard.lines[i]);
-    loader_free(loader);
-    recipe_loader_config_free(&lc);
-    backend_free(be);
-    train_core_free(&tc);
-    model_destroy(&m);
-    free(rp);
-    free(ov);
-    dist_finalize();
-    return diverged ? 1 : 0;
+    Loop lp = {0};
+    lp.t_start = now_seconds();
+    run_loop(u, &c, &lp);
+    run_finish(u, &c, &lp);
+
+    if (u->ev) eval_free(u->ev);
+    free(u->yaml);
+    for (int i = 0; i < u->guard.nlines; i++) free(u->guard.lines[i]);
+    loader_free(u->loader);
+    recipe_loader_config_free(&u->lc);
+    backend_free(u->be);
+    train_core_free(&u->tc);
+    model_destroy(&u->m);
+    const int rc = lp.diverged ? 1 : 0;
+    free(u);
+    return rc;
 }

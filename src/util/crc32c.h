@@ -1,4 +1,4 @@
-// crc32c.h: CRC-32C (Castagnoli), the checksum of checkpoint files (src/train/ckpt_verify.h).
+// crc32c.h: CRC-32C (Castagnoli), the checksum of checkpoint files (src/io/ckpt_verify.h).
 // Chosen over sha256 for speed: AVX-512 carry-less-multiply folding (VPCLMULQDQ) ran at
 // up to 56 GB/s on cached data on the shared 2-core test Xeon (tests/tool_ckpt_bench's
 // crc32c line; the fallback, SSE4.2's crc32 instruction on three interleaved streams, about a

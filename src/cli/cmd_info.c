@@ -1,17 +1,17 @@
-// info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]`:
+// cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]`:
 // parameter counts, FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank
 // needs (with --backend cuda: per GPU, from the CUDA allocator's own plan).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "dist/dist.h"
 #include "train/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "recipe/recipe.h"
 #include "train/peak.h"
-#include "train/recipe.h"
 #include "util/common.h"
 
 static void print_bytes(const char *what, double b) {

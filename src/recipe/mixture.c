@@ -1,7 +1,7 @@
-// mixture.c: recipe -> LoaderConfig (declared in train/recipe.h): the data.* and loader.*
-// keys become sources (globs expanded and sorted) with token shares and repeat caps. It
-// lives here, not in recipe.c, because recipe.c has its own (YAML) `Loader` type. The
-// mixture arithmetic itself is in loader.c (build_mixture); docs/loader.md explains both.
+// mixture.c: recipe -> LoaderConfig (mixture.h): the data.* and loader.* keys become
+// sources (globs expanded and sorted) with token shares and repeat caps. A file of its own
+// beside recipe.c, which has its own (YAML) `Loader` type. The mixture arithmetic itself is
+// in src/data/loader.c (build_mixture); docs/loader.md explains both.
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/loader.h"
-#include "train/recipe.h"
+#include "recipe/mixture.h"
 #include "util/common.h"
 
 // Expand one glob (or plain path) into sorted paths; no match is an error naming the key.

@@ -1,5 +1,8 @@
 // cli.h: the subcommands of the `olmo` binary. Each returns the process exit status
-// (0 ok, 2 bad input, 1 internal failure) and handles its own --help.
+// (0 ok, 2 bad input, 1 internal failure) and handles its own --help. Each lives in
+// src/cli/cmd_<name>.c (argument parsing, the command's own output), over the library
+// the other folders of src/ export; main.c dispatches to them. cmd_generate is still in
+// src/model/generate.c.
 #ifndef OLMO_CLI_H
 #define OLMO_CLI_H
 

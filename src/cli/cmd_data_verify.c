@@ -1,4 +1,4 @@
-// data_verify.c: `olmo data verify RECIPE|MANIFEST`: the token files against the sha256
+// cmd_data_verify.c: `olmo data verify RECIPE|MANIFEST`: the token files against the sha256
 // that `olmo prepare` recorded in their manifest.json (docs/data.md). Token files live for
 // months on shared filesystems and are copied between clusters; the loader checks sizes
 // and ids < vocab, not content, so this is the check to run after a copy. A RECIPE's
@@ -13,10 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/loader.h"
 #include "data/manifest.h"
-#include "train/recipe.h"
+#include "recipe/mixture.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 #define VERIFY_BLOCK ((size_t)8 << 20)

@@ -1,4 +1,4 @@
-// bench.c: `olmo bench`: training throughput on fixed configs, side by side with the
+// cmd_bench.c: `olmo bench`: training throughput on fixed configs, side by side with the
 // PyTorch reference (tests/ref/olmo_ref.py --bench) on the same config and thread count,
 // measured in the same run (issue 8). Per (config, precision): tokens/s, MFU (OLMo-core
 // count) against this machine's measured GEMM peak of that precision (peak.h), peak RSS,
@@ -17,8 +17,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "dist/dist.h"
+#include "io/params_io.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"
@@ -263,39 +264,155 @@ static void end_line(double other_cpus, int *busy) {
     fflush(stdout);
 }
 
+static void bench_usage(void) {
+    printf("usage: olmo bench [--config a|b|all|smoke] [--precision fp32|bf16|both] [--steps N] [--no-torch]\n"
+           "                  [--threads-scan] [--ranks-scan]\n"
+           "Training throughput on fixed configs with synthetic tokens (one warmup step, then N steps):\n"
+           "  (a) %s\n  (b) %s\n  (smoke) %s\n"
+           "  --config      which config (default: all = a and b)\n"
+           "  --precision   matmul precision (default: both): fp32, or bf16 (every matmul's operands\n"
+           "                rounded to bf16, fp32 accumulation, on the CPU's engine: amx, avx512bf16 or\n"
+           "                emulated; OLMO_BF16_ENGINE=NAME forces one, docs/performance.md)\n"
+           "  --steps N     timed steps after the warmup step (default 3)\n"
+           "  --no-torch    skip the PyTorch reference (tests/ref/olmo_ref.py --bench, /usr/bin/python3),\n"
+           "                otherwise run in the same run at the same thread count: fp32, and for bf16\n"
+           "                also fp32 master weights with the forward under torch.autocast(cpu, bfloat16)\n"
+           "  --threads-scan  also olmo.c at 1 thread (ratio N threads / 1 thread)\n"
+           "  --ranks-scan    also olmo.c data parallel under mpirun: 1 rank x 1 thread vs 2 ranks x 1\n"
+           "                thread, the sharded step of `mpirun -np 2 olmo train`, same global batch\n"
+           "                and micro-batch (at most half the global batch, so it splits over 2 ranks;\n"
+           "                the two losses are then bitwise equal)\n"
+           "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
+           "                process (bench starts one per line, directly or under mpirun)\n"
+           "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
+           "peak RSS). MFU: OLMo-core FLOP count against the per-core GEMM peak of the same precision\n"
+           "(fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward on its engine) x the physical cores the\n"
+           "threads use, as in training (docs/performance.md); calibrations cached in ~/.cache/olmo.\n"
+           "PyTorch trains the same run as olmo.c: olmo.c's initial parameters (param_init seed 0, handed\n"
+           "over as a temporary safetensors file), the same LCG tokens (one batch, every step) and\n"
+           "optimizer (AdamW 0.9/0.95/1e-8, wd 0.1 but not the embedding, clip 1.0, z-loss 1e-5, lr 3e-4\n"
+           "cosine, warmup 2, to 10%% over max(steps+1, 3) steps); a \"same run\" line gives the relative difference of\n"
+           "the final losses. A line marked BUSY ran while other processes kept the CPUs busy: its\n"
+           "figures are low.\n",
+           CONFIGS[0].about, CONFIGS[1].about, CONFIGS[2].about);
+}
+
+// What the measurements of one `olmo bench` share.
+typedef struct {
+    int want[2];            // precisions measured: fp32, bf16
+    int steps, threads, tscan;
+    const char *eng[2];     // the GEMM engine of each precision
+    double peak[2];         // MFU's ceiling per precision (FLOP/s of the threads' cores)
+    char width[32], width1[32];
+    int busy, over, failed; // BUSY lines, MFU > 100% lines, failed measurements
+} Bench;
+
+// olmo.c on config bc at each precision (and at 1 thread with --threads-scan).
+static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
+    for (int p = 0; p < 2; p++) {
+        if (!b->want[p]) continue;
+        mc[p] = measure_c(bc, p, b->steps, bc->micro, b->threads, 0);
+        if (mc[p].tps <= 0) { b->failed = 1; continue; }
+        ModelConfig cfg = bc->cfg;
+        model_config_derive(&cfg);
+        double mfu = mc[p].tps * model_flops_per_token_olmo_core(&cfg, bc->T) / b->peak[p];
+        b->over += mfu > 1;
+        print_c(PREC[p], b->eng[p], b->width, 11, mc[p].tps);
+        printf(" | MFU %5.1f%% of %s peak | peak RSS %.2f GiB | loss %.4f", 100 * mfu, PREC[p], mc[p].rss_gib,
+               mc[p].loss);
+        end_line(mc[p].other_cpus, &b->busy);
+        if (b->tscan && b->threads > 1) {
+            Measure m1 = measure_c(bc, p, b->steps, bc->micro, 1, 0);
+            if (m1.tps <= 0) { b->failed = 1; continue; }
+            print_c(PREC[p], b->eng[p], b->width1, 11, m1.tps);
+            printf(" | %d threads / 1 thread = %.2fx", b->threads, mc[p].tps / m1.tps);
+            end_line(m1.other_cpus, &b->busy);
+        }
+    }
+}
+
+// The PyTorch reference on the same run (fp32, and bf16 autocast when bf16 is measured),
+// side by side with olmo.c's measurements mc.
+static void bench_torch(Bench *b, const BenchConfig *bc, const Measure mc[2]) {
+    char script[4200], idir[4200] = "", ipath[4400] = "";
+    if (torch_script(script, sizeof script) && write_init(bc, idir, sizeof idir, ipath, sizeof ipath)) {
+        printf("  PyTorch: not measured (cannot create a temporary directory for the initial parameters)\n");
+        idir[0] = ipath[0] = 0;
+        b->failed = 1;
+        return;
+    }
+    Measure mt[2] = {{.tps = -1}, {.tps = -1}};
+    for (int p = 0; p < 2 && (p == 0 || b->want[1]); p++) {   // fp32 always: it is the reference
+        mt[p] = measure_torch(bc, p, b->steps, b->threads, ipath);
+        if (mt[p].tps <= 0) {
+            printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
+            continue;
+        }
+        printf("  PyTorch  %-15s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
+               b->width, mt[p].tps, mt[p].rss_gib, mt[p].loss);
+        for (int q = 0; q < 2; q++)   // olmo.c at precision q against this PyTorch run
+            if (mc[q].tps > 0 && (q == p || q == 1))
+                printf(" | olmo.c %s / this = %.2fx", PREC[q], mc[q].tps / mt[p].tps);
+        end_line(mt[p].other_cpus, &b->busy);
+        if (mt[p].probe[0]) printf("           %s\n", mt[p].probe);
+        if (mc[p].tps > 0)   // same init, data and optimizer: the losses agree up to rounding
+            printf("           same run: loss olmo.c %s %.8f vs PyTorch %s %.8f | rel diff %.1e\n", PREC[p],
+                   mc[p].loss, p ? "bf16 autocast" : "fp32", mt[p].loss,
+                   fabs(mc[p].loss - mt[p].loss) / fabs(mt[p].loss));
+    }
+    remove_init(idir, ipath);
+}
+
+// --ranks-scan: 1 rank x 1 thread against 2 ranks x 1 thread under mpirun.
+static void bench_ranks(Bench *b, const BenchConfig *bc) {
+    const int micro = bc->micro < bc->batch / 2 ? bc->micro : bc->batch / 2;
+    printf("  data parallel (mpirun, 1 thread per rank, global batch %d, micro-batch %d):\n", bc->batch, micro);
+    for (int p = 0; p < 2; p++) {
+        if (!b->want[p]) continue;
+        Measure mr[2];
+        for (int w = 0; w < 2; w++) {
+            char lab[32];
+            snprintf(lab, sizeof lab, "%d rank%s x 1 thread:", w + 1, w ? "s" : "");
+            mr[w] = measure_c(bc, p, b->steps, micro, 1, w + 1);
+            if (mr[w].tps <= 0) { b->failed = 1; break; }
+            print_c(PREC[p], b->eng[p], lab, 19, mr[w].tps);
+            printf(" | peak RSS %.2f GiB/rank | loss %.4f", mr[w].rss_gib, mr[w].loss);
+            if (w) printf(" | 2 ranks / 1 rank = %.2fx", mr[1].tps / mr[0].tps);
+            end_line(mr[w].other_cpus, &b->busy);
+        }
+    }
+}
+
+// The machine line: threads, cores, and the GEMM peak of each precision measured.
+static void bench_machine(Bench *b) {
+    b->threads = omp_get_max_threads();
+    b->eng[0] = "sgemm", b->eng[1] = matmul_bf16_engine();
+    // MFU as in training (peak.h): the per-core GEMM peak x the physical cores a line's
+    // threads can use, each core once.
+    int cores;
+    affinity_cpus(&cores);
+    const int used = b->threads < cores ? b->threads : cores;
+    CorePeak cp[2];
+    LoadMark mark = load_mark();
+    for (int p = 0; p < 2; p++)
+        if (b->want[p]) {
+            core_peak(p, 0, &cp[p]);
+            b->peak[p] = cp[p].per_core * used;
+        }
+    printf("machine: %d threads on %d physical core%s", b->threads, cores, cores > 1 ? "s" : "");
+    for (int p = 0; p < 2; p++)
+        if (b->want[p]) {
+            char d[512];
+            core_peak_describe(&cp[p], used, d, sizeof d);
+            printf(" | %s GEMM peak %s", PREC[p], d);
+        }
+    end_line(other_load(mark), &b->busy);
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
     if (cli_wants_help(argc, argv)) {
-        printf("usage: olmo bench [--config a|b|all|smoke] [--precision fp32|bf16|both] [--steps N] [--no-torch]\n"
-               "                  [--threads-scan] [--ranks-scan]\n"
-               "Training throughput on fixed configs with synthetic tokens (one warmup step, then N steps):\n"
-               "  (a) %s\n  (b) %s\n  (smoke) %s\n"
-               "  --config      which config (default: all = a and b)\n"
-               "  --precision   matmul precision (default: both): fp32, or bf16 (every matmul's operands\n"
-               "                rounded to bf16, fp32 accumulation, on the CPU's engine: amx, avx512bf16 or\n"
-               "                emulated; OLMO_BF16_ENGINE=NAME forces one, docs/performance.md)\n"
-               "  --steps N     timed steps after the warmup step (default 3)\n"
-               "  --no-torch    skip the PyTorch reference (tests/ref/olmo_ref.py --bench, /usr/bin/python3),\n"
-               "                otherwise run in the same run at the same thread count: fp32, and for bf16\n"
-               "                also fp32 master weights with the forward under torch.autocast(cpu, bfloat16)\n"
-               "  --threads-scan  also olmo.c at 1 thread (ratio N threads / 1 thread)\n"
-               "  --ranks-scan    also olmo.c data parallel under mpirun: 1 rank x 1 thread vs 2 ranks x 1\n"
-               "                thread, the sharded step of `mpirun -np 2 olmo train`, same global batch\n"
-               "                and micro-batch (at most half the global batch, so it splits over 2 ranks;\n"
-               "                the two losses are then bitwise equal)\n"
-               "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
-               "                process (bench starts one per line, directly or under mpirun)\n"
-               "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
-               "peak RSS). MFU: OLMo-core FLOP count against the per-core GEMM peak of the same precision\n"
-               "(fp32: OpenBLAS sgemm; bf16: bf16 matmul_forward on its engine) x the physical cores the\n"
-               "threads use, as in training (docs/performance.md); calibrations cached in ~/.cache/olmo.\n"
-               "PyTorch trains the same run as olmo.c: olmo.c's initial parameters (param_init seed 0, handed\n"
-               "over as a temporary safetensors file), the same LCG tokens (one batch, every step) and\n"
-               "optimizer (AdamW 0.9/0.95/1e-8, wd 0.1 but not the embedding, clip 1.0, z-loss 1e-5, lr 3e-4\n"
-               "cosine, warmup 2, to 10%% over max(steps+1, 3) steps); a \"same run\" line gives the relative difference of\n"
-               "the final losses. A line marked BUSY ran while other processes kept the CPUs busy: its\n"
-               "figures are low.\n",
-               CONFIGS[0].about, CONFIGS[1].about, CONFIGS[2].about);
+        bench_usage();
         return 0;
     }
     const char *which = "all", *prec = "both";
@@ -311,118 +428,32 @@ int cmd_bench(int argc, char **argv) {
     }
     if (steps < 1) die_input("olmo bench: --steps must be >= 1");
     if (strcmp(which, "all") && !find_config(which)) die_input("olmo bench: --config must be a, b, all or smoke");
-    int want[2] = {!strcmp(prec, "fp32") || !strcmp(prec, "both"), !strcmp(prec, "bf16") || !strcmp(prec, "both")};
-    if (!want[0] && !want[1]) die_input("olmo bench: --precision must be fp32, bf16 or both");
+    Bench b = {.want = {!strcmp(prec, "fp32") || !strcmp(prec, "both"), !strcmp(prec, "bf16") || !strcmp(prec, "both")},
+               .steps = steps, .tscan = tscan, .width1 = "1 thread:"};
+    if (!b.want[0] && !b.want[1]) die_input("olmo bench: --precision must be fp32, bf16 or both");
 #ifndef OLMO_MPI
     if (rscan) die_input("olmo bench: --ranks-scan needs a binary built with MPI (make MPI=1)");
 #endif
     if (rscan && system("command -v mpirun >/dev/null 2>&1") != 0)
         die_input("olmo bench: --ranks-scan needs mpirun (OpenMPI) on PATH");
-    const int threads = omp_get_max_threads();
-    const char *eng[2] = {"sgemm", matmul_bf16_engine()};
-    // MFU as in training (peak.h): the per-core GEMM peak x the physical cores a line's
-    // threads can use, each core once.
-    int cores;
-    affinity_cpus(&cores);
-    const int used = threads < cores ? threads : cores;
-    CorePeak cp[2];
-    double peak[2] = {0, 0};
-    int busy = 0, over = 0;
-    LoadMark mark = load_mark();
-    for (int p = 0; p < 2; p++)
-        if (want[p]) {
-            core_peak(p, 0, &cp[p]);
-            peak[p] = cp[p].per_core * used;
-        }
-    printf("machine: %d threads on %d physical core%s", threads, cores, cores > 1 ? "s" : "");
-    for (int p = 0; p < 2; p++)
-        if (want[p]) {
-            char d[512];
-            core_peak_describe(&cp[p], used, d, sizeof d);
-            printf(" | %s GEMM peak %s", PREC[p], d);
-        }
-    end_line(other_load(mark), &busy);
-    char width[32], width1[32] = "1 thread:";
-    snprintf(width, sizeof width, "%d threads:", threads);
-    int failed = 0;
+    bench_machine(&b);
+    snprintf(b.width, sizeof b.width, "%d threads:", b.threads);
     for (int c = 0; c < NCONFIGS; c++) {
         const BenchConfig *bc = &CONFIGS[c];
         if (strcmp(which, bc->name) && (strcmp(which, "all") || !bc->in_all)) continue;
         printf("config (%s): %s\n", bc->name, bc->about);
         fflush(stdout);
         Measure mc[2] = {{.tps = -1}, {.tps = -1}};
-        for (int p = 0; p < 2; p++) {
-            if (!want[p]) continue;
-            mc[p] = measure_c(bc, p, steps, bc->micro, threads, 0);
-            if (mc[p].tps <= 0) { failed = 1; continue; }
-            ModelConfig cfg = bc->cfg;
-            model_config_derive(&cfg);
-            double mfu = mc[p].tps * model_flops_per_token_olmo_core(&cfg, bc->T) / peak[p];
-            over += mfu > 1;
-            print_c(PREC[p], eng[p], width, 11, mc[p].tps);
-            printf(" | MFU %5.1f%% of %s peak | peak RSS %.2f GiB | loss %.4f", 100 * mfu, PREC[p], mc[p].rss_gib,
-                   mc[p].loss);
-            end_line(mc[p].other_cpus, &busy);
-            if (tscan && threads > 1) {
-                Measure m1 = measure_c(bc, p, steps, bc->micro, 1, 0);
-                if (m1.tps <= 0) { failed = 1; continue; }
-                print_c(PREC[p], eng[p], width1, 11, m1.tps);
-                printf(" | %d threads / 1 thread = %.2fx", threads, mc[p].tps / m1.tps);
-                end_line(m1.other_cpus, &busy);
-            }
-        }
-        char script[4200], idir[4200] = "", ipath[4400] = "";
-        if (torch && torch_script(script, sizeof script) && write_init(bc, idir, sizeof idir, ipath, sizeof ipath)) {
-            printf("  PyTorch: not measured (cannot create a temporary directory for the initial parameters)\n");
-            idir[0] = ipath[0] = 0;
-            failed = 1;
-        } else if (torch) {
-            Measure mt[2] = {{.tps = -1}, {.tps = -1}};
-            for (int p = 0; p < 2 && (p == 0 || want[1]); p++) {   // fp32 always: it is the reference
-                mt[p] = measure_torch(bc, p, steps, threads, ipath);
-                if (mt[p].tps <= 0) {
-                    printf("  PyTorch  %s: not measured (needs /usr/bin/python3 with torch)\n", PREC[p]);
-                    continue;
-                }
-                printf("  PyTorch  %-15s %-11s %8.1f tokens/s | peak RSS %.2f GiB | loss %.4f", p ? "bf16 autocast" : "fp32",
-                       width, mt[p].tps, mt[p].rss_gib, mt[p].loss);
-                for (int q = 0; q < 2; q++)   // olmo.c at precision q against this PyTorch run
-                    if (mc[q].tps > 0 && (q == p || q == 1))
-                        printf(" | olmo.c %s / this = %.2fx", PREC[q], mc[q].tps / mt[p].tps);
-                end_line(mt[p].other_cpus, &busy);
-                if (mt[p].probe[0]) printf("           %s\n", mt[p].probe);
-                if (mc[p].tps > 0)   // same init, data and optimizer: the losses agree up to rounding
-                    printf("           same run: loss olmo.c %s %.8f vs PyTorch %s %.8f | rel diff %.1e\n", PREC[p],
-                           mc[p].loss, p ? "bf16 autocast" : "fp32", mt[p].loss,
-                           fabs(mc[p].loss - mt[p].loss) / fabs(mt[p].loss));
-            }
-            remove_init(idir, ipath);
-        }
-        if (rscan) {
-            const int micro = bc->micro < bc->batch / 2 ? bc->micro : bc->batch / 2;
-            printf("  data parallel (mpirun, 1 thread per rank, global batch %d, micro-batch %d):\n", bc->batch, micro);
-            for (int p = 0; p < 2; p++) {
-                if (!want[p]) continue;
-                Measure mr[2];
-                for (int w = 0; w < 2; w++) {
-                    char lab[32];
-                    snprintf(lab, sizeof lab, "%d rank%s x 1 thread:", w + 1, w ? "s" : "");
-                    mr[w] = measure_c(bc, p, steps, micro, 1, w + 1);
-                    if (mr[w].tps <= 0) { failed = 1; break; }
-                    print_c(PREC[p], eng[p], lab, 19, mr[w].tps);
-                    printf(" | peak RSS %.2f GiB/rank | loss %.4f", mr[w].rss_gib, mr[w].loss);
-                    if (w) printf(" | 2 ranks / 1 rank = %.2fx", mr[1].tps / mr[0].tps);
-                    end_line(mr[w].other_cpus, &busy);
-                }
-            }
-        }
+        bench_olmo(&b, bc, mc);
+        if (torch) bench_torch(&b, bc, mc);
+        if (rscan) bench_ranks(&b, bc);
     }
-    if (busy)
+    if (b.busy)
         printf("warning: other processes kept the CPUs busy during %d of these measurements (marked BUSY): those\n"
-               "figures are low; rerun on a quiet machine.\n", busy);
-    if (over)
+               "figures are low; rerun on a quiet machine.\n", b.busy);
+    if (b.over)
         printf("warning: MFU above 100%%: the GEMM peak was measured low (a BUSY calibration, or a cached one\n"
                "taken while the machine was slowed); delete the peak-*.txt files in ~/.cache/olmo (or\n"
                "$XDG_CACHE_HOME/olmo) to measure it again.\n");
-    return failed;
+    return b.failed;
 }

@@ -1,4 +1,4 @@
-// report.c: `olmo report RUN... [-o report.html] [--title T]`: one self-contained HTML
+// cmd_report.c: `olmo report RUN... [-o report.html] [--title T]`: one self-contained HTML
 // file (inline SVG from src/eval/svg.c; no JavaScript, no network, nothing external) of
 // one or more runs, overlaid so a reproduction can be judged by eye:
 //   - a summary table (a column per run): model and recipe key facts, steps and tokens,
@@ -17,10 +17,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "eval/svg.h"
+#include "recipe/recipe.h"
 #include "train/history.h"
-#include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
 

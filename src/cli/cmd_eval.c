@@ -10,10 +10,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "eval/eval.h"
-#include "eval/eval_internal.h"
 #include "io/hf.h"
+#include "io/params_io.h"
 #include "model/model.h"
 #include "util/common.h"
 
@@ -48,36 +48,6 @@ static void add_spec(char (*list)[RECIPE_MAX_STR], int *n, const char *spec, con
     if (*n >= RECIPE_MAX_PATHS) die_input("%s: at most %d items", opt, RECIPE_MAX_PATHS);
     if (strlen(spec) >= RECIPE_MAX_STR) die_input("%s: '%s' is too long", opt, spec);
     snprintf(list[(*n)++], RECIPE_MAX_STR, "%s", spec);
-}
-
-static double num(const cJSON *out, const char *kind, const char *name, const char *metric) {
-    char key[160];
-    snprintf(key, sizeof key, "%s/%s/%s", kind, name, metric);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(out, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static void print_table(FILE *f, const Evaluator *e, const cJSON *out) {
-    if (e->nsets) {
-        fprintf(f, "%-24s %7s %10s %9s %11s %8s\n", "set", "docs", "tokens", "ce", "ppl", "bpb");
-        for (int i = 0; i < e->nsets; i++) {
-            const char *n = e->sets[i].name;
-            fprintf(f, "%-24s %7.0f %10.0f %9.5f %11.3f %8.5f\n", n, num(out, "eval", n, "docs"),
-                    num(out, "eval", n, "tokens"), num(out, "eval", n, "ce"), num(out, "eval", n, "ppl"),
-                    num(out, "eval", n, "bpb"));
-        }
-        fprintf(f, "%-24s %7s %10s %9.5f %11.3f %8.5f\n", "macro", "", "", num(out, "eval", "macro", "ce"),
-                num(out, "eval", "macro", "ppl"), num(out, "eval", "macro", "bpb"));
-    }
-    if (e->ntasks) {
-        if (e->nsets) fprintf(f, "\n");
-        fprintf(f, "%-24s %8s %8s %8s %8s\n", "task", "examples", "acc", "len_norm", "bpb");
-        for (int i = 0; i < e->ntasks; i++) {
-            const char *n = e->tasks[i].name;
-            fprintf(f, "%-24s %8.0f %8.4f %8.4f %8.5f\n", n, num(out, "task", n, "examples"), num(out, "task", n, "acc"),
-                    num(out, "task", n, "len_norm"), num(out, "task", n, "bpb"));
-        }
-    }
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -138,7 +108,7 @@ int cmd_eval(int argc, char **argv) {
 
     Evaluator *e = eval_create(r);
     if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks in the recipe, or --set / --task");
-    e->details_path = details;
+    eval_set_details(e, details);
     if (details) {
         FILE *f = fopen(details, "w");   // --details starts a fresh file; tasks append to it
         if (!f) die_input("eval: cannot write --details %s", details);
@@ -183,7 +153,7 @@ int cmd_eval(int argc, char **argv) {
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "checkpoint", path);
     eval_run(e, &m, out);
-    print_table(json ? stderr : stdout, e, out);
+    eval_print_table(json ? stderr : stdout, e, out);
     if (json) {
         char *s = cJSON_PrintUnformatted(out);
         printf("%s\n", s);

@@ -1,4 +1,4 @@
-// cmd_ckpt.c: `olmo ckpt verify PATH`: the content checksums (src/train/ckpt_verify.h) of
+// cmd_ckpt.c: `olmo ckpt verify PATH`: the content checksums (src/io/ckpt_verify.h) of
 // one checkpoint or of every checkpoint of a run, checked without loading anything.
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "io/ckpt_verify.h"
 #include "train/checkpoint.h"
-#include "train/ckpt_verify.h"
 
 static void ckpt_usage(FILE *f) {
     fprintf(f, "usage: olmo ckpt verify PATH\n\n"

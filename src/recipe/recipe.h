@@ -115,13 +115,6 @@ ModelConfig recipe_model_config(const Recipe *r);
 long recipe_total_steps(const Recipe *r);
 // Write the resolved recipe as YAML (every key) to a string (malloc'd).
 char *recipe_to_yaml(const Recipe *r);
-// The data loader's configuration from a recipe: sources (data.paths = one source "data";
-// data.sources items; globs expanded, sorted), data.mix shares, batch sizes, seed, order,
-// loader.* switches. Bad input (no file matches, unknown source in data.mix, bad share):
-// a message naming the key, exit 2. The file lists are malloc'd (recipe_loader_config_free).
-typedef struct LoaderConfig LoaderConfig;
-void recipe_loader_config(const Recipe *r, LoaderConfig *out, int world_size, int rank);
-void recipe_loader_config_free(LoaderConfig *c);
 // Print the key table (name, type, default, help) for `olmo train --help`.
 void recipe_print_keys(void);
 

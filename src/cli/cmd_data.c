@@ -13,7 +13,7 @@
 //       rank is served, batch by batch, in the loader's micro-batch composition
 //       (including the loader.debug_double_shard bug when it is on).
 //   olmo data verify RECIPE [key=value ...] | MANIFEST
-//       the token files against their manifest's sha256 (src/data/data_verify.c).
+//       the token files against their manifest's sha256 (src/cli/cmd_data_verify.c).
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +21,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "data/loader.h"
 #include "data/pcg64.h"
-#include "train/recipe.h"
+#include "recipe/mixture.h"
+#include "recipe/recipe.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {

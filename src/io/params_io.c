@@ -1,11 +1,12 @@
-// params_io.c: the parameter table to and from safetensors (HF names).
+// params_io.c: the parameter table to and from safetensors (HF names; params_io.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/ckpt_verify.h"
+#include "io/params_io.h"
 #include "io/safetensors.h"
 #include "model/params.h"
-#include "train/ckpt_verify.h"
 #include "util/common.h"
 
 int params_load_safetensors(const ParamTable *t, float *params, const char *path, char *err, size_t errlen) {

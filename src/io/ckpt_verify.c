@@ -1,5 +1,5 @@
 // ckpt_verify.c: see ckpt_verify.h.
-#include "train/ckpt_verify.h"
+#include "io/ckpt_verify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "train/checkpoint.h"
+#include "io/ckpt_dir.h"
 #include "util/common.h"
 #include "util/crc32c.h"
 

@@ -3,7 +3,7 @@
 // type checks, the resolved YAML dump and `olmo train --help`. Adding a key is one line
 // in the table plus the field in recipe.h. Every input error exits with status 2 via
 // die_input before the caller has written anything.
-#include "train/recipe.h"
+#include "recipe/recipe.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "util/blas_core.h"
 
 typedef struct {

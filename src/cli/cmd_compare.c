@@ -1,4 +1,4 @@
-// compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (OLMO3.md s.6: the
+// cmd_compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (OLMO3.md s.6: the
 // MaxText reproduction compared held-out surfaces at landmarks, plus token-level KL.)
 //
 //  1. Landmarks: the steps at which both runs wrote an eval record to metrics.jsonl.
@@ -22,11 +22,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "cli/cli.h"
+#include "io/params_io.h"
 #include "model/model.h"
+#include "recipe/recipe.h"
 #include "train/checkpoint.h"
 #include "train/history.h"
-#include "train/recipe.h"
 #include "train/metrics.h"
 #include "util/common.h"
 
@@ -306,6 +307,168 @@ static double parse_num(const char *opt, const char *s) {
     return v;
 }
 
+// The checks of a comparison: how many were judged, the failures and their messages.
+typedef struct {
+    int fails, judged;
+    char **msgs;
+    int nmsgs;
+} Verdict;
+
+static void verdict_fail(Verdict *v, const char *msg) {
+    v->msgs = xrealloc(v->msgs, sizeof(char *) * (size_t)(v->nmsgs + 1));
+    v->msgs[v->nmsgs++] = xstrdup(msg);
+}
+
+// Landmarks: the eval steps both runs have (both lists are sorted), as index pairs into A
+// and B; their count (0: none, said on stderr).
+static int find_landmarks(const RunEvals *A, const RunEvals *B, const char *const runs[2], int *ia, int *ib) {
+    int nl = 0;
+    for (int i = 0, j = 0; i < A->nev && j < B->nev;) {
+        if (A->ev[i].step == B->ev[j].step) { ia[nl] = i++; ib[nl++] = j++; }
+        else if (A->ev[i].step < B->ev[j].step) i++;
+        else j++;
+    }
+    if (nl == 0) {
+        fprintf(stderr, "olmo: error: compare: the runs have no eval step in common: A (%s) evaluated at steps", runs[0]);
+        for (int i = 0; i < A->nev && i < 12; i++) fprintf(stderr, " %ld", A->ev[i].step);
+        fprintf(stderr, "%s; B (%s) at", A->nev > 12 ? " ..." : "", runs[1]);
+        for (int i = 0; i < B->nev && i < 12; i++) fprintf(stderr, " %ld", B->ev[i].step);
+        fprintf(stderr, "%s (use the same eval.interval)\n", B->nev > 12 ? " ..." : "");
+    }
+    return nl;
+}
+
+// The recipes each run trained under (src/train/history.h): a run resumed with a changed
+// recipe is not the run its first recipe describes.
+static void print_recipes(const char *const runs[2]) {
+    for (int k = 0; k < 2; k++) {
+        HistorySegment *segs;
+        int ns = history_read(runs[k], "compare", &segs);
+        printf("recipes of %c:%s\n", "AB"[k], ns ? "" : " (no recipe history in metrics.jsonl)");
+        for (int i = 0; i < ns; i++) {
+            char line[8192];
+            history_line(&segs[i], line, sizeof line);
+            printf("  %s\n", line);
+        }
+        history_free(segs, ns);
+    }
+}
+
+// The metrics: the keys of A's landmark records, in record order (malloc'd; the strings
+// are A's).
+static char **metric_keys(const RunEvals *A, const int *ia, int nl, int *nkeys_out) {
+    char **keys = NULL;
+    int nkeys = 0;
+    for (int l = 0; l < nl; l++) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, A->ev[ia[l]].rec) {
+            if (!it->string || metric_class(it->string) < 0) continue;
+            int seen = 0;
+            for (int k = 0; k < nkeys && !seen; k++) seen = !strcmp(keys[k], it->string);
+            if (seen) continue;
+            keys = xrealloc(keys, sizeof(char *) * (size_t)(nkeys + 1));
+            keys[nkeys++] = it->string;
+        }
+    }
+    *nkeys_out = nkeys;
+    return keys;
+}
+
+// The table: per metric both runs report, the largest gap B - A over the landmarks, its
+// mean, the sign flips, and the verdict against its tolerance. Returns how many metrics
+// were compared.
+static int compare_metrics(const RunEvals *A, const RunEvals *B, const int *ia, const int *ib, int nl, char **keys,
+                           int nkeys, double tol_ce, double tol_task, Verdict *v) {
+    printf("%-28s %10s %10s %12s %12s %10s %6s  %s\n", "metric", "tolerance", "landmarks", "max|B-A|", "at step",
+           "mean B-A", "flips", "verdict");
+    int ncompared = 0;
+    for (int k = 0; k < nkeys; k++) {
+        int cls = metric_class(keys[k]);
+        double tol = cls == 1 ? tol_ce : cls == 2 ? tol_task : INFINITY;
+        double maxgap = -1, sumgap = 0;
+        long maxstep = 0;
+        int n = 0, flips = 0, prev_sign = 0, bad = 0;
+        for (int l = 0; l < nl; l++) {
+            double a = num(A->ev[ia[l]].rec, keys[k]), b = num(B->ev[ib[l]].rec, keys[k]);
+            if (!isfinite(a) || !isfinite(b)) continue;
+            double g = b - a;
+            n++;
+            sumgap += g;
+            if (fabs(g) > maxgap) { maxgap = fabs(g); maxstep = A->ev[ia[l]].step; }
+            int sign = (g > 0) - (g < 0);
+            if (sign && prev_sign && sign != prev_sign) flips++;
+            if (sign) prev_sign = sign;
+            if (fabs(g) > tol) bad = 1;
+        }
+        if (n == 0) continue;
+        ncompared++;
+        char tols[32];
+        if (cls == 0) snprintf(tols, sizeof tols, "-");
+        else snprintf(tols, sizeof tols, "%.4g", tol);
+        const char *verdict = cls == 0 ? "(info)" : bad ? "MISMATCH" : "ok";
+        printf("%-28s %10s %10d %12.6f %12ld %+10.6f %6d  %s\n", keys[k], tols, n, maxgap, maxstep, sumgap / n, flips,
+               verdict);
+        if (cls > 0) v->judged++;
+        if (bad && cls > 0) {
+            v->fails++;
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s: |B-A| = %.6f at step %ld > %.4g", keys[k], maxgap, maxstep, tol);
+            verdict_fail(v, msg);
+        }
+    }
+    return ncompared;
+}
+
+// Per-landmark detail of the judged metrics.
+static void print_landmark_detail(const RunEvals *A, const RunEvals *B, const int *ia, const int *ib, int nl,
+                                  char **keys, int nkeys) {
+    printf("\nper landmark (A, B, B-A):\n");
+    for (int k = 0; k < nkeys; k++) {
+        if (metric_class(keys[k]) <= 0) continue;
+        printf("%s\n", keys[k]);
+        for (int l = 0; l < nl; l++) {
+            double a = num(A->ev[ia[l]].rec, keys[k]), b = num(B->ev[ib[l]].rec, keys[k]);
+            if (!isfinite(a) || !isfinite(b)) continue;
+            printf("  step %10ld  %12.6f  %12.6f  %+12.6f\n", A->ev[ia[l]].step, a, b, b - a);
+        }
+    }
+}
+
+// --kl-set: the token-level KL of the two runs' checkpoints, judged against tol_kl.
+static void compare_kl(const char *const runs[2], const char *const ckpt_opt[2], const char *kl_set, long kl_docs,
+                       int kl_batch, long eos, double tol_kl, Verdict *v) {
+    char *ca = find_ckpt(runs[0], ckpt_opt[0]), *cb = find_ckpt(runs[1], ckpt_opt[1]);
+    printf("\ntoken-level KL(A||B) on %s\n  A: %s\n  B: %s\n", kl_set, ca, cb);
+    fflush(stdout);
+    KLResult kr = token_kl(runs[0], runs[1], ca, cb, kl_set, kl_docs, kl_batch, eos);
+    printf("  %ld documents, %ld tokens: mean KL %.8g nats/token (max %.6g); CE A %.6f, B %.6f; tolerance %.4g: %s\n",
+           kr.docs, kr.tokens, kr.mean, kr.max, kr.ce_a, kr.ce_b, tol_kl, kr.mean <= tol_kl ? "ok" : "MISMATCH");
+    v->judged++;
+    if (!(kr.mean <= tol_kl)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "mean KL(A||B) = %.6g nats/token > %.4g", kr.mean, tol_kl);
+        verdict_fail(v, msg);
+        v->fails++;
+    }
+    free(ca);
+    free(cb);
+}
+
+// The last lines; returns the exit status (0 match, 1 mismatch, 2 nothing to judge).
+static int print_verdict(const Verdict *v, int nl) {
+    if (v->judged == 0) {
+        printf("\nverdict: nothing to judge (no */ce or task acc/len_norm metric in common; no --kl-set)\n");
+        return EXIT_BADINPUT;
+    }
+    if (v->fails) {
+        printf("\nverdict: MISMATCH (%d of %d checks failed)\n", v->fails, v->judged);
+        for (int i = 0; i < v->nmsgs; i++) printf("  %s\n", v->msgs[i]);
+        return 1;
+    }
+    printf("\nverdict: MATCH (%d checks within tolerance at %d landmarks)\n", v->judged, nl);
+    return 0;
+}
+
 int cmd_compare(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     const char *runs[2] = {NULL, NULL}, *kl_set = NULL, *ckpt_opt[2] = {NULL, NULL};
@@ -342,142 +505,26 @@ int cmd_compare(int argc, char **argv) {
     RunEvals A, B;
     load_evals(&A, runs[0]);
     load_evals(&B, runs[1]);
-
-    // Landmarks: common eval steps (both lists are sorted).
-    int *ia = xmalloc(sizeof(int) * (size_t)A.nev), *ib = xmalloc(sizeof(int) * (size_t)A.nev), nl = 0;
-    for (int i = 0, j = 0; i < A.nev && j < B.nev;) {
-        if (A.ev[i].step == B.ev[j].step) { ia[nl] = i++; ib[nl++] = j++; }
-        else if (A.ev[i].step < B.ev[j].step) i++;
-        else j++;
-    }
-    if (nl == 0) {
-        fprintf(stderr, "olmo: error: compare: the runs have no eval step in common: A (%s) evaluated at steps", runs[0]);
-        for (int i = 0; i < A.nev && i < 12; i++) fprintf(stderr, " %ld", A.ev[i].step);
-        fprintf(stderr, "%s; B (%s) at", A.nev > 12 ? " ..." : "", runs[1]);
-        for (int i = 0; i < B.nev && i < 12; i++) fprintf(stderr, " %ld", B.ev[i].step);
-        fprintf(stderr, "%s (use the same eval.interval)\n", B.nev > 12 ? " ..." : "");
-        return EXIT_BADINPUT;
-    }
+    int *ia = xmalloc(sizeof(int) * (size_t)A.nev), *ib = xmalloc(sizeof(int) * (size_t)A.nev);
+    int nl = find_landmarks(&A, &B, runs, ia, ib);
+    if (nl == 0) return EXIT_BADINPUT;
     printf("olmo compare: A = %s (%d evals), B = %s (%d evals)\n", runs[0], A.nev, runs[1], B.nev);
-    // The recipes each run trained under (src/train/history.h): a run resumed with a
-    // changed recipe is not the run its first recipe describes.
-    for (int k = 0; k < 2; k++) {
-        HistorySegment *segs;
-        int ns = history_read(runs[k], "compare", &segs);
-        printf("recipes of %c:%s\n", "AB"[k], ns ? "" : " (no recipe history in metrics.jsonl)");
-        for (int i = 0; i < ns; i++) {
-            char line[8192];
-            history_line(&segs[i], line, sizeof line);
-            printf("  %s\n", line);
-        }
-        history_free(segs, ns);
-    }
+    print_recipes(runs);
     printf("landmarks (common eval steps, %d):", nl);
     for (int l = 0; l < nl; l++) printf(" %ld", A.ev[ia[l]].step);
     printf("\n\n");
 
-    // Metrics: the keys of A's landmark records, in record order, that B also reports.
-    int fails = 0, judged = 0;
-    char **keys = NULL;
-    int nkeys = 0;
-    for (int l = 0; l < nl; l++) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, A.ev[ia[l]].rec) {
-            if (!it->string || metric_class(it->string) < 0) continue;
-            int seen = 0;
-            for (int k = 0; k < nkeys && !seen; k++) seen = !strcmp(keys[k], it->string);
-            if (seen) continue;
-            keys = xrealloc(keys, sizeof(char *) * (size_t)(nkeys + 1));
-            keys[nkeys++] = it->string;
-        }
-    }
-    printf("%-28s %10s %10s %12s %12s %10s %6s  %s\n", "metric", "tolerance", "landmarks", "max|B-A|", "at step",
-           "mean B-A", "flips", "verdict");
-    char **fail_msgs = NULL;
-    int nfail_msgs = 0;
-    int ncompared = 0;
-    for (int k = 0; k < nkeys; k++) {
-        int cls = metric_class(keys[k]);
-        double tol = cls == 1 ? tol_ce : cls == 2 ? tol_task : INFINITY;
-        double maxgap = -1, sumgap = 0;
-        long maxstep = 0;
-        int n = 0, flips = 0, prev_sign = 0, bad = 0;
-        for (int l = 0; l < nl; l++) {
-            double a = num(A.ev[ia[l]].rec, keys[k]), b = num(B.ev[ib[l]].rec, keys[k]);
-            if (!isfinite(a) || !isfinite(b)) continue;
-            double g = b - a;
-            n++;
-            sumgap += g;
-            if (fabs(g) > maxgap) { maxgap = fabs(g); maxstep = A.ev[ia[l]].step; }
-            int sign = (g > 0) - (g < 0);
-            if (sign && prev_sign && sign != prev_sign) flips++;
-            if (sign) prev_sign = sign;
-            if (fabs(g) > tol) bad = 1;
-        }
-        if (n == 0) continue;
-        ncompared++;
-        char tols[32];
-        if (cls == 0) snprintf(tols, sizeof tols, "-");
-        else snprintf(tols, sizeof tols, "%.4g", tol);
-        const char *verdict = cls == 0 ? "(info)" : bad ? "MISMATCH" : "ok";
-        printf("%-28s %10s %10d %12.6f %12ld %+10.6f %6d  %s\n", keys[k], tols, n, maxgap, maxstep, sumgap / n, flips,
-               verdict);
-        if (cls > 0) judged++;
-        if (bad && cls > 0) {
-            fails++;
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s: |B-A| = %.6f at step %ld > %.4g", keys[k], maxgap, maxstep, tol);
-            fail_msgs = xrealloc(fail_msgs, sizeof(char *) * (size_t)(nfail_msgs + 1));
-            fail_msgs[nfail_msgs++] = xstrdup(msg);
-        }
-    }
-    if (ncompared == 0) die_input("compare: the runs' eval records at their common steps share no held-out metric");
+    int nkeys;
+    char **keys = metric_keys(&A, ia, nl, &nkeys);
+    Verdict v = {0};
+    if (compare_metrics(&A, &B, ia, ib, nl, keys, nkeys, tol_ce, tol_task, &v) == 0)
+        die_input("compare: the runs' eval records at their common steps share no held-out metric");
+    print_landmark_detail(&A, &B, ia, ib, nl, keys, nkeys);
+    if (kl_set) compare_kl(runs, ckpt_opt, kl_set, kl_docs, kl_batch, eos, tol_kl, &v);
 
-    // Per-landmark detail of the judged metrics.
-    printf("\nper landmark (A, B, B-A):\n");
-    for (int k = 0; k < nkeys; k++) {
-        if (metric_class(keys[k]) <= 0) continue;
-        printf("%s\n", keys[k]);
-        for (int l = 0; l < nl; l++) {
-            double a = num(A.ev[ia[l]].rec, keys[k]), b = num(B.ev[ib[l]].rec, keys[k]);
-            if (!isfinite(a) || !isfinite(b)) continue;
-            printf("  step %10ld  %12.6f  %12.6f  %+12.6f\n", A.ev[ia[l]].step, a, b, b - a);
-        }
-    }
-
-    if (kl_set) {
-        char *ca = find_ckpt(runs[0], ckpt_opt[0]), *cb = find_ckpt(runs[1], ckpt_opt[1]);
-        printf("\ntoken-level KL(A||B) on %s\n  A: %s\n  B: %s\n", kl_set, ca, cb);
-        fflush(stdout);
-        KLResult kr = token_kl(runs[0], runs[1], ca, cb, kl_set, kl_docs, kl_batch, eos);
-        printf("  %ld documents, %ld tokens: mean KL %.8g nats/token (max %.6g); CE A %.6f, B %.6f; tolerance %.4g: %s\n",
-               kr.docs, kr.tokens, kr.mean, kr.max, kr.ce_a, kr.ce_b, tol_kl, kr.mean <= tol_kl ? "ok" : "MISMATCH");
-        judged++;
-        if (!(kr.mean <= tol_kl)) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "mean KL(A||B) = %.6g nats/token > %.4g", kr.mean, tol_kl);
-            fail_msgs = xrealloc(fail_msgs, sizeof(char *) * (size_t)(nfail_msgs + 1));
-            fail_msgs[nfail_msgs++] = xstrdup(msg);
-            fails++;
-        }
-        free(ca);
-        free(cb);
-    }
-
-    int rc;
-    if (judged == 0) {
-        printf("\nverdict: nothing to judge (no */ce or task acc/len_norm metric in common; no --kl-set)\n");
-        rc = EXIT_BADINPUT;
-    } else if (fails) {
-        printf("\nverdict: MISMATCH (%d of %d checks failed)\n", fails, judged);
-        for (int i = 0; i < nfail_msgs; i++) printf("  %s\n", fail_msgs[i]);
-        rc = 1;
-    } else {
-        printf("\nverdict: MATCH (%d checks within tolerance at %d landmarks)\n", judged, nl);
-        rc = 0;
-    }
-    for (int i = 0; i < nfail_msgs; i++) free(fail_msgs[i]);
-    free(fail_msgs);
+    int rc = print_verdict(&v, nl);
+    for (int i = 0; i < v.nmsgs; i++) free(v.msgs[i]);
+    free(v.msgs);
     free(keys);
     free(ia);
     free(ib);
