@@ -108,7 +108,7 @@ static void save_checkpoint(Ctx *c, long step, long tokens, long skipped_total, 
     float *P = NULL, *M = NULL, *V = NULL;
     const int stream = backend_streams_checkpoint(c->be);
     if (!stream) {
-        if (c->be) backend_sync_to_host(c->be, c->tc, 1);   // host-MPI fallback: no-op (host is authoritative)
+        backend_sync_to_host(c->be, c->tc, 1);   // cpu and the host-MPI fallback: no-op (host is authoritative)
         if (c->rank == 0) {
             ckpt_snapshot_buffers(c->w, &P, &M, &V);   // waits for the previous write
             memcpy(P, c->m->params, sizeof(float) * c->m->table.total);
@@ -626,16 +626,15 @@ static void run_load_path(Run *u) {
     ckpt_state_free(&st);
 }
 
-// train.backend=cuda: the device model, loaded from the host's state; and where in-loop
-// evaluation runs: on the device model (no host sync, the run's precision) unless
-// eval.device=cpu asks for the fp32 CPU model. The CPU path keeps be == NULL.
+// The backend the steps run on (cpu: the host Model; cuda: the device model, loaded from
+// the host's state) and where in-loop evaluation runs: on the device model (no host sync,
+// the run's precision) unless eval.device=cpu asks for the fp32 CPU model.
 static void run_backend(Run *u) {
-    if (u->bkind == BACKEND_CUDA) {
-        u->be = backend_create(u->bkind, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
-        if (!u->be) fail_all(u->rank, 2, u->msg);
-        backend_sync_from_host(u->be, &u->tc);   // initialized or loaded params + Adam m, v -> device
-    }
-    u->dev_eval = u->be && !strcmp(u->r->eval_device, "auto");
+    u->be = backend_create(u->bkind, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
+    if (!u->be) fail_all(u->rank, 2, u->msg);
+    backend_sync_from_host(u->be, &u->tc);   // cuda: initialized or loaded params + Adam m, v -> device
+    const int cuda = backend_kind(u->be) == BACKEND_CUDA;
+    u->dev_eval = cuda && !strcmp(u->r->eval_device, "auto");
     u->deval = (DeviceEval){u->be, &u->tc};
     if (u->dev_eval) eval_set_forward(u->ev, device_eval_forward, &u->deval);   // ev NULL (ranks > 0): no-op
     u->eval_on = !u->dev_eval ? "cpu fp32" : u->bprec == PRECISION_BF16 ? "cuda bf16" : "cuda fp32";
@@ -668,11 +667,12 @@ static void move_previous_run_aside(const Recipe *r) {
 static void run_peak(Run *u, JobCores *jc) {
     const Recipe *r = u->r;
     int devices = 0;
+    const int cuda = backend_kind(u->be) == BACKEND_CUDA;
 #ifdef OLMO_CUDA
-    if (u->be) devices = cuda_device_count(NULL, 0);
+    if (cuda) devices = cuda_device_count(NULL, 0);
 #endif
     job_cores(jc, devices);
-    if (u->be) {
+    if (cuda) {
         double dev = r->peak_flops > 0 ? r->peak_flops : u->bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
         u->peak = dev * jc->gpus;
         snprintf(u->peak_desc, sizeof u->peak_desc, "%d GPU%s x %.1f TFLOP/s = %.1f TFLOP/s (%s)", jc->gpus,
@@ -712,7 +712,7 @@ static void print_banner(Run *u, const JobCores *jc) {
            8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)u->m.table.total / 1048576.0);
     printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) x tokens/s of the job vs %s\n", u->fpt / 1e9,
            fpt_w / 1e9, u->peak_desc);
-    if (u->be) {
+    if (backend_kind(u->be) == BACKEND_CUDA) {
         char desc[512];
         backend_describe(u->be, desc, sizeof desc);
         printf("%s\n", desc);
@@ -810,8 +810,7 @@ static void run_loop(Run *u, Ctx *c, Loop *lp) {
         const long step = ++lp->step;
         double t0 = now_seconds();
         loader_next_batch(u->loader, inputs, targets);
-        lp->res = u->be ? backend_train_step(u->be, &u->tc, inputs, targets, GB, MB, T, step, NULL)
-                        : train_step(&u->tc, inputs, targets, GB, MB, T, step, NULL);
+        lp->res = backend_train_step(u->be, &u->tc, inputs, targets, GB, MB, T, step, NULL);
         double dt = now_seconds() - t0;
         lp->t_train += dt;
         lp->steps_run++;
@@ -847,7 +846,7 @@ static void run_loop(Run *u, Ctx *c, Loop *lp) {
 // closing line, or why the run stopped early.
 static void run_finish(Run *u, Ctx *c, const Loop *lp) {
     const long step = lp->step;
-    if (u->be) backend_sync_to_host(u->be, &u->tc, 0);   // the final weights on the host for model.safetensors
+    backend_sync_to_host(u->be, &u->tc, 0);   // cuda: the final weights on the host for model.safetensors
     if (step != lp->last_saved || (lp->steps_run == 0 && u->resume != 1))
         save_checkpoint(c, step, u->tokens, u->skipped_total, lp->res.lr);
     if (u->rank != 0) return;
@@ -899,7 +898,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
     memo_alarm_init(&u->watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(u->watch.set, sizeof u->watch.set, "eval/%s/ce", r->memo_set);
-    u->host_eval_sync = u->be && !u->dev_eval;
+    u->host_eval_sync = backend_kind(u->be) == BACKEND_CUDA && !u->dev_eval;
     run_eval_if(u, u->ev && u->start_step == 0, 0);
 
     Loop lp = {0};
