@@ -87,11 +87,11 @@ static int worker(int argc, char **argv) {
     if (B % micro || (B / micro) % W)
         die_input("olmo bench --worker: %d micro-batches of %d do not split over %d ranks", B / micro, micro, W);
     const int local = B / W;
-    matmul_set_precision(bf16 ? MATMUL_BF16 : MATMUL_FP32);
     ModelConfig cfg = bc->cfg;
     model_config_derive(&cfg);
     Model m;
     model_create(&m, &cfg, micro, T);
+    model_set_precision(&m, bf16 ? MATMUL_BF16 : MATMUL_FP32);
     param_init(&m.table, m.params, B_SEED);
     TrainCore tc = {0};
     tc.model = &m;

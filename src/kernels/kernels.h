@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// ---- matmul precision (process-wide) ---------------------------------------------------
+// ---- matmul precision (a switch of the kernels) -----------------------------------------
+// The CPU ops backend (ops_cpu.c) sets it to its own precision around each matmul and LM-head
+// call; models carry their precision (model_set_precision), so only kernel-level code (the
+// peak calibration, kernel tests) sets it directly.
 // MATMUL_FP32: fp32 operands. MATMUL_BF16: both operands of every matmul (linear layers and
 // the LM head, forward and backward) are rounded to bf16 (round to nearest even), products
 // are accumulated in fp32 and the output stays fp32 -- autocast semantics with fp32

@@ -126,9 +126,7 @@ struct OpsBackend {
 
 // The backends of this binary. ops_cpu_create never fails; ops_cuda_create returns NULL
 // with a reason in err when the binary has no CUDA backend or there is no device.
-OpsBackend *ops_cpu_create(MatmulPrecision prec);
-// A CPU backend whose matmuls follow the process-wide precision (matmul_set_precision).
-OpsBackend *ops_cpu_create_global(void);
+OpsBackend *ops_cpu_create(MatmulPrecision prec);   // be->prec may be changed between calls
 OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen);
 void ops_destroy(OpsBackend *be);
 

@@ -15,7 +15,7 @@
 
 typedef struct {
     ModelConfig cfg;
-    OpsBackend *be;              // the CPU backend
+    OpsBackend *be;              // the CPU backend (fp32)
     Graph graph;                 // KV-cache mode: the cache, one block's buffers for max_n tokens
     const float *params;         // the caller's parameters (the compute weights on the CPU)
     ModelView w;                 // views into them (the graph reads the norm weights here)

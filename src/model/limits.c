@@ -36,8 +36,8 @@ static double bf16_extra_bytes(const ModelConfig *c, int B, int T) {
     return lmhead + layer;
 }
 
-double model_train_bytes(const ModelConfig *c, int B, int T) {
-    double extra = matmul_get_precision() == MATMUL_BF16 ? bf16_extra_bytes(c, B, T) : 0.0;
+double model_train_bytes(const ModelConfig *c, int B, int T, MatmulPrecision prec) {
+    double extra = prec == MATMUL_BF16 ? bf16_extra_bytes(c, B, T) : 0.0;
     return 16.0 * params_d(c) + 4.0 * act_floats_d(c, B, T) + extra;
 }
 
@@ -68,9 +68,9 @@ double model_memory_limit(void) {
     return (double)pages * (double)psz;
 }
 
-int model_check_memory(const ModelConfig *c, int B, int T, char *err, size_t n) {
+int model_check_memory(const ModelConfig *c, int B, int T, MatmulPrecision prec, char *err, size_t n) {
     if (model_check_size(c, B, T, err, n)) return -1;
-    double need = model_train_bytes(c, B, T), have = model_memory_limit();
+    double need = model_train_bytes(c, B, T, prec), have = model_memory_limit();
     if (need > have) {
         snprintf(err, n, "training this model needs about %.2f GiB (%.3g parameters x 16 bytes + activations of "
                  "%d x %d tokens) but this machine has %.2f GiB of memory (OLMO_MEM_LIMIT overrides); refusing "

@@ -1,7 +1,6 @@
 // model.c: the host model (model.h): the flat parameter table and its views, and the
 // forward/backward of a micro-batch on the CPU backend through model/graph.c, the graph
-// every backend shares. The CPU backend follows the process-wide matmul precision, so
-// train.precision=bf16 on the CPU rounds the matmul operands here too.
+// every backend shares, at the model's own matmul precision (model_set_precision).
 #include "model/model.h"
 
 #include <stdlib.h>
@@ -29,9 +28,14 @@ void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
 }
 
 static void alloc_activations(Model *m) {
-    if (!m->be) m->be = ops_cpu_create_global();
+    if (!m->be) m->be = ops_cpu_create(m->prec);
     if (graph_init(&m->graph, m->be, &m->cfg, &m->table, m->max_B, m->max_T, 0))
         die("model: out of memory for the activations of (B=%d, T=%d)", m->max_B, m->max_T);
+}
+
+void model_set_precision(Model *m, MatmulPrecision p) {
+    m->prec = p;
+    if (m->be) m->be->prec = p;
 }
 
 void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {

@@ -212,11 +212,11 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     // On the CPU model held-out numbers are computed in fp32 whatever the training
     // precision, so runs in different precisions are judged by the same measure (the
     // weights are fp32 anyway). A device hook runs in the run's precision; this switch only
-    // concerns the CPU matmuls and is then idle.
-    MatmulPrecision prec = matmul_get_precision();
-    matmul_set_precision(MATMUL_FP32);
+    // concerns the CPU model and is then idle.
+    MatmulPrecision prec = m->prec;
+    model_set_precision(m, MATMUL_FP32);
     eval_run(ev, m, o);
-    matmul_set_precision(prec);
+    model_set_precision(m, prec);
     metrics_write(log, o);
     eval_print_summary(o, step);
     double ce = watched_ce(o, w->set);
@@ -428,6 +428,7 @@ typedef struct {
     long total_steps;
     BackendKind bkind;
     Precision bprec;
+    MatmulPrecision mprec;   // the CPU model's matmuls: the run's precision on the cpu backend, else fp32
     ModelConfig cfg;
     LoaderConfig lc;
     Loader *loader;
@@ -483,7 +484,7 @@ static void run_plan(Run *u) {
         fail_all(u->rank, 2, u->msg);
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
     // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
-    matmul_set_precision(u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32);
+    u->mprec = u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32;
 }
 
 // Open the data, the eval sets and the checkpoint before anything is written: bad input
@@ -511,10 +512,11 @@ static void run_create_model(Run *u) {
     // and Adam only until it is uploaded; CPU activations are allocated only if evaluation
     // runs on the CPU model (eval.device=cpu).
     if (u->bkind == BACKEND_CUDA ? model_check_size(&u->cfg, MB, T, lim, sizeof lim)
-                                 : model_check_memory(&u->cfg, MB, T, lim, sizeof lim))
+                                 : model_check_memory(&u->cfg, MB, T, u->mprec, lim, sizeof lim))
         fail_all(u->rank, 2, lim);
     if (u->bkind == BACKEND_CUDA) model_create_lazy(&u->m, &u->cfg, MB, T);
     else model_create(&u->m, &u->cfg, MB, T);
+    model_set_precision(&u->m, u->mprec);
     param_init(&u->m.table, u->m.params, r->seed);
     TrainCore *tc = &u->tc;
     tc->model = &u->m;

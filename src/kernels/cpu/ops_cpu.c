@@ -1,8 +1,8 @@
 // ops_cpu.c: the CPU backend's Ops table (kernels/ops.h) over the kernels of kernels.h:
 // buffers are host memory, every op is the CPU kernel itself, fp32 buffers only. The
 // backend's matmul precision (fp32, or bf16-rounded operands) is set around each matmul and
-// LM-head call, so two CPU backends of different precision can live in one process; the
-// backend of ops_cpu_create_global follows the process-wide setting instead (the trainer's).
+// LM-head call (the kernels read a process-wide switch), so CPU backends of different
+// precision live in one process and nobody else needs to touch the switch.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,6 @@
 #include "util/common.h"
 
 typedef struct {
-    int follow_global;   // 1: the process-wide matmul precision (kernels.h), else be->prec
     float *lm_scratch;   // the LM head's (chunk, V) logits, kept between calls
     size_t lm_floats;
 } CpuOps;
@@ -84,7 +83,7 @@ static void cpu_embedding_backward(OpsBackend *be, float *dE, const float *dout,
 #define WITH_PRECISION(be, call)                                                  \
     do {                                                                          \
         MatmulPrecision was_ = matmul_get_precision();                            \
-        MatmulPrecision p_ = impl(be)->follow_global ? was_ : (be)->prec;         \
+        MatmulPrecision p_ = (be)->prec;                                          \
         if (was_ != p_) matmul_set_precision(p_);                                 \
         call;                                                                     \
         if (was_ != p_) matmul_set_precision(was_);                               \
@@ -264,11 +263,5 @@ OpsBackend *ops_cpu_create(MatmulPrecision prec) {
         matmul_set_precision(MATMUL_BF16);
         matmul_set_precision(was);
     }
-    return be;
-}
-
-OpsBackend *ops_cpu_create_global(void) {
-    OpsBackend *be = ops_cpu_create(MATMUL_FP32);
-    impl(be)->follow_global = 1;
     return be;
 }
