@@ -55,8 +55,8 @@ read -r P WEIGHTS GRAD MASTER1 ADAM1 S MASTER8 ADAM8 NORMS ACT ACTR SCRATCH < <(
   # scratch: the op scratch of ops_cuda.cu (Di; LM-head chunk of 1024 rows, fp32 logits +
   # bf16 dlogits; row CE, z (double), token CE; positions grouped by token (3N+1 ints);
   # sum-of-squares chunks (double); gathered row indices; 64 x 4096 norm partials
-  # (double)), the model state sum-of-squares chunks and the 32 MiB cuBLASLt workspace
-  scratch = 4 * N * NH + 1024 * V * 6 + 20 * N + 4 * (3 * N + 1) + 8 * nc + 4 * N + 8 * 64 * C + 8 * nc + 32 * 1048576;
+  # (double)) and the 32 MiB cuBLASLt workspace
+  scratch = 4 * N * NH + 1024 * V * 6 + 20 * N + 4 * (3 * N + 1) + 8 * nc + 4 * N + 8 * 64 * C + 32 * 1048576;
   printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", P, 2 * P, 4 * P, 4 * P, 8 * P, S, 4 * S, 8 * S, norms, act, actr, scratch
 }')
 grep -q "parameters: $P total" <<<"$out1" || fail "parameter count: hand $P, printed $(grep parameters: <<<"$out1")"

@@ -212,6 +212,17 @@ static void names_add(Names *ns, const char *s, size_t len) {
     ns->name[ns->n++][len] = 0;
 }
 
+// One chart per (name, metric): key PREFIX/name/metric, titled "name: label", y axis the label.
+static void chart_each(Report *rp, const char *prefix, const Names *names, const char *metrics[][2]) {
+    char key[512], t[512];
+    for (int i = 0; i < names->n; i++)
+        for (int m = 0; m < 3; m++) {
+            snprintf(key, sizeof key, "%s/%s/%s", prefix, names->name[i], metrics[m][0]);
+            snprintf(t, sizeof t, "%s: %s", names->name[i], metrics[m][1]);
+            chart(rp, t, metrics[m][1], X_STEP, 1, key, NULL);
+        }
+}
+
 static void names_free(Names *ns) {
     for (int i = 0; i < ns->n; i++) free(ns->name[i]);
     free(ns->name);
@@ -465,7 +476,7 @@ int cmd_report(int argc, char **argv) {
     fprintf(f, "<h2>Alarms</h2>\n");
     alarms_table(f, runs, nruns);
 
-    char key[256], t[320];
+    char key[256];
     fprintf(f, "<h2>Training loss</h2>\n<div class=\"charts\">\n");
     chart(&rp, "Training loss", "loss (nats)", X_STEP, 0, "loss", NULL);
     chart(&rp, "Training loss vs tokens", "loss (nats)", X_TOKENS, 0, "loss", NULL);
@@ -482,24 +493,14 @@ int cmd_report(int argc, char **argv) {
     chart(&rp, "Held-out perplexity, macro", "PPL", X_STEP, 1, "eval/macro/ppl", NULL);
     chart(&rp, "Held-out bits per byte, macro", "bits/byte", X_STEP, 1, "eval/macro/bpb", NULL);
     static const char *set_metrics[][2] = {{"ce", "CE (nats)"}, {"ppl", "perplexity"}, {"bpb", "bits per byte"}};
-    for (int i = 0; i < sets.n; i++)
-        for (int m = 0; m < 3; m++) {
-            snprintf(key, sizeof key, "eval/%s/%s", sets.name[i], set_metrics[m][0]);
-            snprintf(t, sizeof t, "%s: %s", sets.name[i], set_metrics[m][1]);
-            chart(&rp, t, set_metrics[m][1], X_STEP, 1, key, NULL);
-        }
+    chart_each(&rp, "eval", &sets, set_metrics);
     if (!sets.n) fprintf(f, "<p>No perplexity sets were evaluated (eval.sets).</p>\n");
     fprintf(f, "</div>\n");
 
     fprintf(f, "<h2>Downstream tasks</h2>\n<div class=\"charts\">\n");
     static const char *task_metrics[][2] = {{"acc", "accuracy"}, {"len_norm", "accuracy (length-normalized)"},
                                             {"bpb", "gold bits per byte"}};
-    for (int i = 0; i < tasks.n; i++)
-        for (int m = 0; m < 3; m++) {
-            snprintf(key, sizeof key, "task/%s/%s", tasks.name[i], task_metrics[m][0]);
-            snprintf(t, sizeof t, "%s: %s", tasks.name[i], task_metrics[m][1]);
-            chart(&rp, t, task_metrics[m][0], X_STEP, 1, key, NULL);
-        }
+    chart_each(&rp, "task", &tasks, task_metrics);
     if (!tasks.n) fprintf(f, "<p>No downstream tasks were evaluated (eval.tasks).</p>\n");
     fprintf(f, "</div>\n");
 

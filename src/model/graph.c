@@ -39,6 +39,7 @@ static void *take(Alloc *a, size_t bytes) {
     bytes = (bytes + 255) / 256 * 256;   // every buffer 256-byte aligned in the plan, as on a device
     a->bytes += bytes;
     if (!a->be) return NULL;
+    if (a->n == GRAPH_MAX_BUFS) die("graph: more than %d buffers; raise GRAPH_MAX_BUFS", GRAPH_MAX_BUFS);
     void *p = a->oom ? NULL : a->be->ops->alloc(a->be, bytes);
     if (!p) a->oom = 1;
     else a->ptrs[a->n++] = p;

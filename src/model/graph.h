@@ -21,6 +21,8 @@
 #include "model/config.h"
 #include "model/params.h"
 
+#define GRAPH_MAX_BUFS 48   // the buffers alloc_buffers may take (42 at most today)
+
 typedef struct {
     OpsBackend *be;
     ModelConfig cfg;
@@ -56,7 +58,7 @@ typedef struct {
     void *kcache, *vcache;   // (L, kv_len, NKV*D) each
     int32_t *kv_doc;      // (kv_len) document starts with cfg.document_mask; else NULL
     float *kv_logits;     // (max_N, Vp)
-    void *bufs[48];       // every allocation, for graph_free
+    void *bufs[GRAPH_MAX_BUFS];   // every allocation, for graph_free
     int nbufs;
 } Graph;
 

@@ -96,7 +96,8 @@ void train_step_host_scale(TrainCore *tc, float coef);
 void train_step_host_adamw(TrainCore *tc, double lr);
 void train_step_host_allgather(TrainCore *tc);
 
-// The long-standing entry: train_step_on(the CPU device of tc, ...).
+// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, summed over
+// ranks when the core is sharded, so it is the whole global batch's count everywhere.
 long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
 // The step's result from the summed CE and z-loss over `count` tokens and the gradient norm
 // (before clipping): losses, learning rate, and the skip decision (skip-step; a non-finite
@@ -105,6 +106,7 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
 // FAULT INJECTION (tests/test_faults.sh): the step whose gradient is made NaN
 // (OLMO_FAULT_NAN_STEP), -1 when unset.
 long train_fault_nan_step(void);
+// The long-standing entry: train_step_on over the CPU device of tc.
 StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
                       int micro_batch, int T, long step, float *grads_out);
 

@@ -26,10 +26,10 @@ typedef struct CudaModel CudaModel;
 
 // The model state's buffers (train/cuda/cuda_plan.c; model.cu allocates exactly these), in elements:
 // master fp32 [mlo, mhi); Adam m and v (adam each); grad (whole table); weights (the bf16
-// copy, bf16 mode); norms (fp32 norm weights, bf16 with a sharded master); partials
-// (double sum-of-squares chunks). cuda_state_bytes adds the cuBLASLt workspace.
+// copy, bf16 mode); norms (fp32 norm weights, bf16 with a sharded master). The gradient
+// norm's chunk sums use the op table's scratch. cuda_state_bytes adds the cuBLASLt workspace.
 typedef struct {
-    size_t mlo, mhi, master, adam, grad, weights, norms, partials;
+    size_t mlo, mhi, master, adam, grad, weights, norms;
 } CudaStateSizes;
 void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_hi, CudaStateSizes *s);
 size_t cuda_state_bytes(const CudaStateSizes *s);

@@ -19,12 +19,11 @@ void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_h
     if (shard_master)
         for (int i = 0; i < t->n; i++)
             if (t->p[i].kind == PARAM_NORM) s->norms += t->p[i].numel;
-    s->partials = (t->total + 65535) / 65536;   // sumsq chunks (kernels/cpu/optim.c)
 }
 
 static size_t one(size_t n) { return n ? n : 1; }
 
 size_t cuda_state_bytes(const CudaStateSizes *s) {
     return 4 * one(s->master) + 2 * 4 * one(s->adam) + 4 * one(s->grad) + (s->weights ? 2 * s->weights : 0) +
-           (s->norms ? 4 * s->norms : 0) + 8 * one(s->partials) + CUDA_WORKSPACE_BYTES;
+           (s->norms ? 4 * s->norms : 0) + CUDA_WORKSPACE_BYTES;
 }

@@ -70,8 +70,7 @@ static bool model_init(CudaModel *b) {
             }
         b->normf = state_alloc<float>(b, s.norms, &oom);
     }
-    b->sumsq_partial = state_alloc<double>(b, s.partials, &oom);
-    b->host_partial.resize(s.partials);
+    b->host_partial.resize((b->total + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
     b->bytes += CUDA_WORKSPACE_BYTES;   // the ops backend's cuBLASLt workspace
     if (oom) return false;
     const int N = b->max_B * b->max_T, Q = b->cfg.n_heads * b->cfg.head_dim;
@@ -271,9 +270,7 @@ void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
     if (b->olo % SUMSQ_CHUNK) { fprintf(stderr, "olmo: error: CUDA: shard start %zu not chunk-aligned\n", b->olo); exit(1); }
     size_t n = b->ohi - b->olo, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, c0 = b->olo / SUMSQ_CHUNK;
     if (nch == 0) return;
-    sumsq_chunks_cuda(b->st, b->sumsq_partial, b->grad + b->olo, n);
-    CUDA_CHECK(cudaMemcpyAsync(part + c0, b->sumsq_partial, nch * 8, cudaMemcpyDeviceToHost, b->st));
-    CUDA_CHECK(cudaStreamSynchronize(b->st));
+    b->be->ops->sumsq(b->be, b->grad + b->olo, n, part + c0);   // the op table's chunks, downloaded
 }
 
 double cuda_grad_sumsq(CudaModel *cm) {
@@ -290,13 +287,11 @@ void cuda_grad_scale(CudaModel *cm, float s) {
     CudaModel *b = cm;
     size_t n = b->ohi - b->olo;
     if (n == 0) return;
-    scale_cuda(b->st, b->grad + b->olo, s, n);
+    b->be->ops->scale(b->be, b->grad + b->olo, s, n);
 }
 
 void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, float wd, int decay_embedding, int step) {
     CudaModel *b = cm;
-    double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
-    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     for (int i = 0; i < b->table->n; i++) {
         const ParamInfo *p = &b->table->p[i];
         // this device's part of the tensor: [a, e) of the flat table
@@ -304,11 +299,10 @@ void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, fl
         size_t e = p->offset + p->numel < b->ohi ? p->offset + p->numel : b->ohi;
         if (a >= e) continue;
         float wdi = (p->kind == PARAM_EMBEDDING && !decay_embedding) ? 0.0f : wd;
-        float decay = 1.0f - lr * wdi;
         float *pm = b->master + (a - b->mlo), *mm = b->m + (a - b->olo), *vm = b->v + (a - b->olo);
         void *wc = b->is_bf16 ? (void *)((bf16 *)b->w + a) : nullptr;
-        adamw_cuda(b->st, pm, mm, vm, b->grad + a, wc, b->is_bf16 ? DT_BF16 : DT_F32, e - a, beta1, beta2, eps, decay,
-                   step_size, bc2_sqrt);
+        b->be->ops->adamw(b->be, pm, mm, vm, b->grad + a, wc, b->is_bf16 ? DT_BF16 : DT_F32, e - a, lr, beta1, beta2,
+                          eps, wdi, step);
         // bf16 with the master sharded: this device's part of each norm weight into normf
         // (the all-gather sends it to the other ranks).
         if (p->kind == PARAM_NORM && b->normf) {
