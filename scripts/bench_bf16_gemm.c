@@ -27,6 +27,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/kernels.h"
+#include "util/blas_core.h"
 #include "util/common.h"
 
 #define CK(x)                                                                       \
@@ -131,6 +132,7 @@ __attribute__((target("avx512f,avx512bf16"))) static void insn(void) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     if (argc > 1 && !strcmp(argv[1], "--insn")) {
         insn();
         return 0;

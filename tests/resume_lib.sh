@@ -27,6 +27,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 train() { local d=$1; shift; "$OLMO" train "$TMP/r.yml" train.run_dir="$d" "$@" >"$d.log" 2>&1; }
 # mtrain W DIR [key=value...]: W ranks under mpirun
 mtrain() { local w=$1 d=$2; shift 2; mpirun --oversubscribe --allow-run-as-root -np "$w" -x OMP_NUM_THREADS=1 "$OLMO" train "$TMP/r.yml" train.run_dir="$d" "$@" >"$d.log" 2>&1; }
+# wait_for SECONDS CONDITION: poll CONDITION (a shell expression) every 0.05 s until it
+# holds (status 0) or SECONDS have passed (status 1). The deadline is generous on purpose:
+# a loaded or slow machine only makes the wait longer, never the test fail.
+wait_for() { local end=$((SECONDS + $1)); shift; until eval "$1"; do [ $SECONDS -lt $end ] || return 1; sleep 0.05; done; }
 # same_metrics A B [tol]: train records (loss, ce, z_loss, grad_norm, lr per step) equal
 # (exactly, or within relative tol), and each run has every step exactly once.
 same_metrics() {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "eval/alarm.h"
+#include "util/blas_core.h"
 
 #include "check.h"
 
@@ -33,7 +34,9 @@ static int feed(MemoAlarm *a, const double *train, const double *held, int n, in
     return fires;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     enum { N = 40 };
     double tr[N], he[N];
     int first;

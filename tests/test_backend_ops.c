@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "check.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/ops.h"
@@ -428,7 +429,9 @@ static void run_case(OpsBackend *be, const char *label, double tol, double tol_i
            failures == before ? "ok" : "FAILED", g_worst, tol, g_worst_inner, tol_inner);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     OpsBackend *cpu = ops_cpu_create(MATMUL_FP32);
     run_case(cpu, "cpu", 0.0, 0.0);
     ops_destroy(cpu);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "check.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
@@ -263,6 +264,7 @@ static void dump(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
         dump(argv[2]);
         return 0;

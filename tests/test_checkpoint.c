@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/blas_core.h"
 #include "dist/dist.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
@@ -113,7 +114,9 @@ static void check_crc_and_spans(void) {
     free(ref);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     check_crc_and_spans();
     // shard bounds
     size_t b[9];

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/blas_core.h"
 #include "io/params_io.h"
 #include "model/model.h"
 #include "train/backend.h"
@@ -418,6 +419,7 @@ static int dump(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     BackendKind k;
     Precision p;
     char err[512];

@@ -17,6 +17,7 @@
 #include <vector>
 
 extern "C" {
+#include "util/blas_core.h"
 #include "kernels/kernels.h"
 #include "model/docmask.h"
 }
@@ -132,7 +133,9 @@ static void check(const Shape &s, const char *path) {
         cudaFree(p);
 }
 
-int main() {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("SKIP: no CUDA device\n");

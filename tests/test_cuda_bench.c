@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "model/model.h"
 #include "train/backend.h"
 #include "util/common.h"
@@ -17,6 +18,7 @@
 #endif
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     BackendKind k;
     Precision p;
     char err[512];

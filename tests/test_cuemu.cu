@@ -25,6 +25,9 @@
 
 #include <vector>
 
+extern "C" {
+#include "util/blas_core.h"
+}
 #include "check.h"
 #include "kernels/cuda/common.cuh"
 
@@ -133,7 +136,9 @@ static std::vector<float> host(const float *d, size_t n) {
     return h;
 }
 
-int main() {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("SKIP: no CUDA device\n");

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/blas_core.h"
 #include "data/tokenizer.h"
 #include "eval/eval.h"
 #include "model/model.h"
@@ -152,7 +153,9 @@ static void test_forward_hook(void) {
     free(set_path); free(task_path); free(yml);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     // Documents: random ids in [0, 998], lengths 0..40 (+ EOS), plus a trailing run without EOS.
     uint32_t *tok = xmalloc(sizeof(uint32_t) * 2000);

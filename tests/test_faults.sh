@@ -125,8 +125,7 @@ midrun() {
   local d=$1; shift
   OLMO_TEST_CKPT_PAUSE=1 "$OLMO" train $TMP/r2.yml train.run_dir=$d ckpt.interval=4 ckpt.async=false >$d.log 2>&1 &
   local pid=$!
-  for i in $(seq 200); do [ -d $d/checkpoints/.tmp-step-00000004 ] && break; sleep 0.05; done
-  [ -d $d/checkpoints/.tmp-step-00000004 ] || fail "midrun: checkpoint 4 never started"
+  wait_for 300 '[ -d $d/checkpoints/.tmp-step-00000004 ]' || fail "midrun: checkpoint 4 never started"
   "$@"
   wait $pid
 }
@@ -184,7 +183,7 @@ if command -v mpirun >/dev/null && ldd "$OLMO" | grep libmpi >/dev/null; then
   OLMO_TEST_CKPT_PAUSE=0.5 timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 \
     -x OLMO_TEST_CKPT_PAUSE "$OLMO" train "$TMP/r.yml" train.run_dir=$M ckpt.interval=2 ckpt.async=false >$M.log 2>&1 &
   mp=$!
-  for i in $(seq 400); do [ -d $M/checkpoints/step-00000004 ] && break; sleep 0.05; done
+  wait_for 110 '[ -d $M/checkpoints/step-00000004 ]' || true
   [ -d $M/checkpoints/step-00000004 ] || fail "2-rank run never reached checkpoint 4: $(tail -5 $M.log)"
   victim=$(pgrep -f "^$OLMO train $TMP/r.yml train.run_dir=$M" | tail -1)
   [ -n "$victim" ] || fail "no rank process found"

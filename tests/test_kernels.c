@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 #include "model/docmask.h"
@@ -892,7 +893,9 @@ static void test_doc_starts(void) {
     report("doc_starts_from_tokens (EOS ends its document)", memcmp(got, want, sizeof got) != 0, 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     test_doc_starts();
     test_vexpf();
     omp_set_num_threads(3);

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/blas_core.h"
 #include "data/loader.h"
 #include "data/pcg64.h"
 
@@ -153,7 +154,9 @@ static void set_state_child(void *arg) {
     loader_free(L);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     snprintf(dir, sizeof dir, "/tmp/test_loader_XXXXXX");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     fa0 = make_file("a0.npy", 0, 40 * T + 5);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/blas_core.h"
 #include "model/config.h"
 #include "recipe/recipe.h"
 
@@ -379,7 +380,9 @@ static void test_stage3_config(void) {
     CHECK(scaled == 0x88888888u, "YaRN layers mask %x (want the full layers 3, 7, ..., 31)", scaled);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     test_stage3_config();
     snprintf(dir, sizeof dir, "%s/olmo_recipe_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }

@@ -32,7 +32,7 @@ S=$TMP/S S2=$TMP/S2
 train $S2 train.max_steps=150 ckpt.interval=1000 || fail "straight 150"
 "$OLMO" train "$TMP/r.yml" train.run_dir=$S train.max_steps=150 ckpt.interval=1000 >$S.log 2>&1 &
 pid=$!
-for i in $(seq 100); do grep -q "^step " $S.log 2>/dev/null && break; sleep 0.05; done
+wait_for 300 'grep -q "^step " $S.log 2>/dev/null' || fail "no step line in 300 s: $(tail -3 $S.log)"
 kill -TERM $pid
 wait $pid || fail "SIGTERM exit status $?"
 grep -q "stopped after step" $S.log || echo "note: run finished before SIGTERM landed"
@@ -45,7 +45,7 @@ cmp $S/model.safetensors $S2/model.safetensors || fail "SIGTERM + resume differs
 K=$TMP/K
 OLMO_TEST_CKPT_PAUSE=1 "$OLMO" train "$TMP/r.yml" train.run_dir=$K ckpt.interval=4 ckpt.async=false >$K.log 2>&1 &
 pid=$!
-for i in $(seq 200); do [ -d $K/checkpoints/.tmp-step-00000008 ] && break; sleep 0.05; done
+wait_for 300 '[ -d $K/checkpoints/.tmp-step-00000008 ]' || fail "checkpoint 8 never started: $(tail -3 $K.log)"
 sleep 0.2
 kill -KILL $pid; wait $pid 2>/dev/null || true
 [ -d $K/checkpoints/step-00000004 ] || fail "step 4 not complete before the kill"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "data/tokenizer.h"
 #include "util/common.h"
 
@@ -45,7 +46,9 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
     char *path = tokenizer_resolve_path(NULL);
     double t0 = now_seconds();
     Tokenizer *tok = tokenizer_load(path);

@@ -9,12 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
 #include "util/common.h"
 #include "util/crc32c.h"
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     const char *preset = argc > 1 ? argv[1] : "olmo3-60m";
     const char *dir = argc > 2 ? argv[2] : "/tmp/olmo_ckpt_bench";
     int reps = argc > 3 ? atoi(argv[3]) : 3;

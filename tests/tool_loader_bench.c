@@ -10,10 +10,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/blas_core.h"
 #include "data/loader.h"
 #include "util/common.h"
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     if (argc < 5) { fprintf(stderr, "usage: %s FILE SEQ_LEN GLOBAL_BATCH STEPS [WORLD]\n", argv[0]); return 2; }
     const char *path = argv[1];
     int T = atoi(argv[2]), gb = atoi(argv[3]), steps = atoi(argv[4]), W = argc > 5 ? atoi(argv[5]) : 1;

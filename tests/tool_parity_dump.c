@@ -1,8 +1,10 @@
 // tool_parity_dump.c: runs the C model and trainer step on the tiny config and writes
 // what tests/ref/check_parity.py compares against the independent PyTorch reference:
 // config.json, init.safetensors, batch.safetensors, step0.safetensors (logits and
-// gradients of the first batch), final.safetensors (parameters after `steps` updates)
-// and metrics.json. Usage: tool_parity_dump OUTDIR [key=value ...] (keys below).
+// gradients of the first batch), final.safetensors (parameters after `steps` updates),
+// steps.safetensors (after every step k = 1..steps: the gradient of step k before
+// clipping, the parameters and AdamW's m and v: check_parity.py checks each step's
+// update from the state before it, see tests/ref/README.md) and metrics.json. Usage: tool_parity_dump OUTDIR [key=value ...] (keys below).
 // Long-context keys: rope_scaling=yarn (YaRN on the full layers, rope_factor,
 // rope_beta_fast, rope_beta_slow, rope_original_context), document_mask=1 with eos_id=N
 // (then about one token in 8 of the random batches is replaced by that EOS).
@@ -11,30 +13,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/blas_core.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "train/step.h"
 #include "util/common.h"
 
+// Fills w[0..t->n) with one tensor per parameter of the flat buffer base, named
+// prefix + parameter name (names: t->n slots of 128 bytes, kept until written).
+static void param_entries(StWrite *w, char (*names)[128], const ParamTable *t, const float *base, const char *prefix) {
+    for (int i = 0; i < t->n; i++) {
+        snprintf(names[i], 128, "%s%s", prefix, t->p[i].name);
+        w[i] = (StWrite){names[i], "F32", t->p[i].ndim, {t->p[i].shape[0], t->p[i].shape[1]},
+                         base + t->p[i].offset, t->p[i].numel * sizeof(float)};
+    }
+}
+
 static void write_params(const char *path, const ParamTable *t, const float *base, const char *prefix) {
     StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
     char (*names)[128] = xcalloc((size_t)t->n, 128);
-    for (int i = 0; i < t->n; i++) {
-        snprintf(names[i], 128, "%s%s", prefix, t->p[i].name);
-        w[i].name = names[i];
-        w[i].dtype = "F32";
-        w[i].ndim = t->p[i].ndim;
-        w[i].shape[0] = t->p[i].shape[0];
-        w[i].shape[1] = t->p[i].shape[1];
-        w[i].data = base + t->p[i].offset;
-        w[i].nbytes = t->p[i].numel * sizeof(float);
-    }
+    param_entries(w, names, t, base, prefix);
     if (st_write(path, w, t->n, NULL) != 0) die("cannot write %s", path);
     free(w);
     free(names);
 }
 
+// steps.safetensors: step<k>.{grad,param,m,v}.<name> for k = 1..steps; state holds, per
+// step, 4 flat copies of table->total floats in that order.
+enum { STATE_GRAD, STATE_PARAM, STATE_M, STATE_V, STATE_KINDS };
+static void write_steps(const char *path, const ParamTable *t, const float *state, int steps) {
+    static const char *const kind[STATE_KINDS] = {"grad", "param", "m", "v"};
+    int n = t->n * STATE_KINDS * steps;
+    StWrite *w = xcalloc((size_t)n, sizeof(StWrite));
+    char (*names)[128] = xcalloc((size_t)n, 128);
+    for (int k = 0; k < steps; k++)
+        for (int j = 0; j < STATE_KINDS; j++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "step%d.%s.", k + 1, kind[j]);
+            size_t at = ((size_t)k * STATE_KINDS + j) * t->n;
+            param_entries(w + at, names + at, t, state + ((size_t)k * STATE_KINDS + j) * t->total, prefix);
+        }
+    if (st_write(path, w, n, NULL) != 0) die("cannot write %s", path);
+    free(w);
+    free(names);
+}
+
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     if (argc < 2) {
         fprintf(stderr, "usage: tool_parity_dump OUTDIR [z_loss=X max_grad_norm=X schedule=S micro_batch=N steps=N lr=X seed=N "
                         "rope_scaling=yarn rope_factor=X rope_beta_fast=X rope_beta_slow=X rope_original_context=N "
@@ -119,10 +144,16 @@ int main(int argc, char **argv) {
     tc.sched.warmup = warmup;
     tc.sched.max_steps = steps;
     tc.sched.alpha_f = alpha_f;
-    float *grads0 = xmalloc(sizeof(float) * m.table.total);
+    size_t total = m.table.total;
+    float *state = xmalloc(sizeof(float) * total * STATE_KINDS * (size_t)steps);
+    const float *grads0 = state + STATE_GRAD * total;
     cJSON *metrics = cJSON_CreateArray();
     for (int st = 0; st < steps; st++) {
-        StepResult r = train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, st == 0 ? grads0 : NULL);
+        float *at = state + (size_t)st * STATE_KINDS * total;
+        StepResult r = train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, at + STATE_GRAD * total);
+        memcpy(at + STATE_PARAM * total, m.params, sizeof(float) * total);
+        memcpy(at + STATE_M * total, tc.opt.m, sizeof(float) * total);
+        memcpy(at + STATE_V * total, tc.opt.v, sizeof(float) * total);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "step", st + 1);
         cJSON_AddNumberToObject(o, "loss", r.loss);
@@ -137,15 +168,13 @@ int main(int argc, char **argv) {
     StWrite *w = xcalloc((size_t)m.table.n + 1, sizeof(StWrite));
     char (*names)[128] = xcalloc((size_t)m.table.n, 128);
     w[0] = (StWrite){"logits", "F32", 3, {GB, T, cfg.padded_vocab}, logits, sizeof(float) * per * cfg.padded_vocab};
-    for (int i = 0; i < m.table.n; i++) {
-        const ParamInfo *p = &m.table.p[i];
-        snprintf(names[i], 128, "grad.%s", p->name);
-        w[i + 1] = (StWrite){names[i], "F32", p->ndim, {p->shape[0], p->shape[1]}, grads0 + p->offset, p->numel * sizeof(float)};
-    }
+    param_entries(w + 1, names, &m.table, grads0, "grad.");
     snprintf(path, sizeof path, "%s/step0.safetensors", out);
     if (st_write(path, w, m.table.n + 1, NULL) != 0) die("cannot write %s", path);
     snprintf(path, sizeof path, "%s/final.safetensors", out);
     write_params(path, &m.table, m.params, "");
+    snprintf(path, sizeof path, "%s/steps.safetensors", out);
+    write_steps(path, &m.table, state, steps);
 
     char *mj = cJSON_Print(metrics);
     snprintf(path, sizeof path, "%s/metrics.json", out);

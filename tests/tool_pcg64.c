@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/blas_core.h"
 #include "data/order.h"
 #include "data/pcg64.h"
 
@@ -39,6 +40,7 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "words") && argc == 3) {
         uint64_t w[4];

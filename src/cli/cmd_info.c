@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "recipe/recipe.h"
 #include "train/peak.h"
+#include "util/blas_core.h"
 #include "util/common.h"
 
 static void print_bytes(const char *what, double b) {
@@ -56,8 +57,8 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
 static void print_peaks(void) {
     int cores;
     affinity_cpus(&cores);
-    printf("GEMM peak per physical core (MFU's unit; this process may use %d core%s; cached calibrations):\n", cores,
-           cores > 1 ? "s" : "");
+    printf("GEMM peak per physical core (MFU's unit; this process may use %d core%s; cached calibrations; "
+           "OpenBLAS kernels %s):\n", cores, cores > 1 ? "s" : "", blas_core_name());
     const char *eng[] = {"sgemm", "amx", "avx512bf16", "emulated"};
     for (int i = 0; i < 4; i++) {
         if (i && !matmul_bf16_engine_on_cpu(eng[i])) continue;

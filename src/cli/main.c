@@ -40,7 +40,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    blas_core_reexec(argv);
+    blas_core_init(argv);
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

@@ -2,16 +2,19 @@
 """Compare a parity dump (written by build/tests/tool_parity_dump DUMPDIR, or by
 olmo_ref.py --write-dump) against the PyTorch reference.
 
-  /usr/bin/python3 tests/ref/check_parity.py DUMPDIR [--dtype float64|float32] [--threads N]
-                                                      [--all] [--tol-scale X]
+  /usr/bin/python3 tests/ref/check_parity.py DUMPDIR [--threads N] [--all] [--tol-scale X]
 
 The reference loads config.json + init.safetensors (fp32 values, widened exactly to
-float64), runs the same `steps` training steps on batch.safetensors, and every dumped
-quantity is compared:
-  tensors (logits, grad.*, final params): err = max|c - ref| / max|ref|  (per tensor)
+float64) and checks every training step k = 1..steps on batch.safetensors from the C
+state before it (init for k = 1, else steps.safetensors' step<k-1> parameters and AdamW
+moments): the step's logits (k = 1), gradient, loss parts, grad norm and lr, and the
+parameters, m and v after it:
+  tensors (logits, gradients): err = max|c - ref| / max|ref|  (per tensor)
+  parameters, m, v: per element |c - ref| <= tol * max|ref| + the step's first-order band
   scalars (loss, ce, z_loss, grad_norm, lr per step): err = |c - ref| / |ref|
-Exit 0 if every comparison is within tolerance (and no tensor is missing, extra or of the
-wrong shape), 1 otherwise. See tests/ref/README.md for the tolerances and why.
+final.safetensors must equal the last step's parameters. Exit 0 if every comparison is
+within tolerance (and no tensor is missing, extra or of the wrong shape), 1 otherwise. See
+tests/ref/README.md for the tolerances and why.
 """
 import argparse
 import json
@@ -49,14 +52,40 @@ def rel_err(c, r):
     return mad, mad / scale
 
 
-FLOOR_FACTOR = 1.5  # final params: C may be at most 1.5x as noisy as PyTorch fp32 (see below)
+STATE_KINDS = ("grad", "param", "m", "v")  # steps.safetensors: step<k>.<kind>.<name>
+
+
+def check_step(cfg, k, P, moments, ids, labels, tol):
+    """Step k (from 1) by the float64 reference from parameters P and, for k > 1, AdamW
+    moments {name: (m, v)} after k-1 steps. Returns the reference's logits (k = 1), pre-clip
+    gradients, metrics, parameters and moments after the step, and per element the
+    allowance of each: params tol * max|ref| + the AdamW band of this one step (the
+    gradient tolerance, plus the norm's on a clipped step, through clip + AdamW); m and v
+    the same perturbation delta through their recursions."""
+    tr = olmo_ref.Trainer(cfg, P, torch.float64, band_rho=tol["grad"])
+    tr.band_rho_clip = tol["scalar"]
+    if k > 1:
+        tr.set_state(k - 1, {n: mv[0] for n, mv in moments.items()}, {n: mv[1] for n, mv in moments.items()})
+    loss, ce, z, logits = tr.accumulate(ids[k - 1], labels[k - 1], keep_logits=(k == 1))
+    grads = tr.grads()
+    norm, lr = tr.update()
+    b1, b2 = cfg.beta1, cfg.beta2
+    out = {"logits": logits, "grad": grads, "param": tr.params(), "m": {}, "v": {}, "allow": {},
+           "metrics": {"loss": loss, "ce": ce, "z_loss": z, "grad_norm": norm, "lr": lr}}
+    for n in tr.names:
+        m, v = tr.moments()[n]
+        d = tr.delta[n]
+        g = tr.P[n].grad.abs()  # clipped
+        out["m"][n], out["v"][n] = m, v
+        out["allow"][n] = {"param": tol["final"] * float(out["param"][n].abs().max()) + tr.band[n],
+                           "m": tol["final"] * float(m.abs().max()) + (1 - b1) * d,
+                           "v": tol["final"] * float(v.abs().max()) + (1 - b2) * (2 * g * d + d * d)}
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dumpdir")
-    ap.add_argument("--dtype", default="float64", choices=["float64", "float32"],
-                    help="reference precision (default float64: the oracle)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--all", action="store_true", help="print every row, not only the worst per group + failures")
     ap.add_argument("--tol-scale", type=float, default=1.0,
@@ -70,13 +99,17 @@ def main():
     cfg, init, batch = olmo_ref.load_dump_inputs(d)
     step0 = st.read(os.path.join(d, "step0.safetensors"))
     final = st.read(os.path.join(d, "final.safetensors"))
+    steps = st.read(os.path.join(d, "steps.safetensors"))
     with open(os.path.join(d, "metrics.json")) as f:
         metrics = json.load(f)
 
     shapes = olmo_ref.param_shapes(cfg)
     problems = []
-    for fname, tens, prefix in (("init", init, ""), ("final", final, ""), ("step0", step0, "grad.")):
-        want = {prefix + n: s for n, s in shapes.items()}
+    step_names = {f"step{k}.{kind}.{n}": s for k in range(1, cfg.steps + 1) for kind in STATE_KINDS
+                  for n, s in shapes.items()}
+    for fname, tens, prefix in (("init", init, ""), ("final", final, ""), ("step0", step0, "grad."),
+                                ("steps", steps, None)):
+        want = {prefix + n: s for n, s in shapes.items()} if prefix is not None else step_names
         if fname == "step0":
             want["logits"] = (cfg.global_batch, cfg.seq_len, cfg.padded_vocab)
         for n, s in want.items():
@@ -93,6 +126,12 @@ def main():
             problems.append(f"batch.safetensors: {n} missing or not shape {(S, G, T)}")
     if len(metrics) != S:
         problems.append(f"metrics.json: {len(metrics)} entries, want {S}")
+    if not problems:  # the files must tell one story: step 1's gradient, the last parameters
+        for n in shapes:
+            if not np.array_equal(step0["grad." + n], steps[f"step1.grad.{n}"]):
+                problems.append(f"steps.safetensors: step1.grad.{n} differs from step0.safetensors grad.{n}")
+            if not np.array_equal(final[n], steps[f"step{S}.param.{n}"]):
+                problems.append(f"final.safetensors: {n} differs from steps.safetensors step{S}.param.{n}")
     if problems:
         for p in problems:
             print("FAIL", p)
@@ -134,43 +173,39 @@ def main():
     for w_ in warn:
         print("WARNING:", w_)
 
-    dtype = getattr(torch, a.dtype)
-    print(f"reference: {a.dtype}, {S} steps, global batch {G} x {T}, micro {cfg.micro_batch}, "
-          f"z_loss {cfg.z_loss}, max_grad_norm {cfg.max_grad_norm}, schedule {cfg.schedule}")
-    res = olmo_ref.train(cfg, init, ids, labels, steps=S, dtype=dtype, band_rho=tol["grad"])
-    # The same run in PyTorch fp32 measures the noise floor of fp32 training itself: over
-    # several AdamW steps, elements whose gradient is near zero get an update direction set
-    # by rounding noise, and that compounds beyond the first-order band. A C tensor that
-    # misses the band passes only if its worst error is within FLOOR_FACTOR x PyTorch
-    # fp32's own worst error on that tensor (C no noisier than PyTorch fp32).
-    res32 = olmo_ref.train(cfg, init, ids, labels, steps=S, dtype=torch.float32, band_rho=tol["grad"]) \
-        if a.dtype == "float64" else None
-
+    print(f"reference: float64, {S} steps from the C state before each, global batch {G} x {T}, "
+          f"micro {cfg.micro_batch}, z_loss {cfg.z_loss}, max_grad_norm {cfg.max_grad_norm}, schedule {cfg.schedule}")
     rows = []  # (group, name, max abs diff, max rel-to-max, tol, ratio = worst err / allowed)
 
     def add(group, name, c, r, t):
         mad, rel = rel_err(c, r)
         rows.append((group, name, mad, rel, t, rel / t if t > 0 else float("inf")))
 
-    add("logits", "logits", step0["logits"], res["logits0"].numpy(), tol["logits"])
-    for n in shapes:
-        add("grad", "grad." + n, step0["grad." + n], res["grads0"][n].numpy(), tol["grad"])
-    for n in shapes:
-        # allowed |c - ref| per element = tol_final * max|ref| + Adam band (see README)
-        c = final[n].astype(np.float64)
-        r = res["final"][n].numpy()
-        band = res["adam_band"][n].numpy()
-        scale = float(np.abs(r).max())
+    def add_elementwise(group, name, c, r, allowed, t):
+        c = np.asarray(c, dtype=np.float64)
+        r = r.numpy()
         mad, rel = rel_err(c, r)
-        allowed = tol["final"] * scale + band
-        ratio = float(np.max(np.abs(c - r) / allowed)) if np.all(np.isfinite(c)) else float("inf")
-        if ratio > 1 and res32 is not None and np.isfinite(ratio):
-            floor = float(np.max(np.abs(res32["final"][n].numpy().astype(np.float64) - r) / allowed))
-            print(f"note: final.{n}: err/allow {ratio:.3f} > 1; PyTorch fp32 on the same run: {floor:.3f}; "
-                  f"passes if <= {FLOOR_FACTOR} x that")
-            ratio = ratio / (FLOOR_FACTOR * floor) if floor > 0 else ratio
-        rows.append(("final", "final." + n, mad, rel, tol["final"], ratio))
-    for m_c, m_r in zip(metrics, res["metrics"]):
+        ratio = float(np.max(np.abs(c - r) / allowed.numpy())) if np.all(np.isfinite(c)) else float("inf")
+        rows.append((group, name, mad, rel, t, ratio))
+
+    ref_metrics = []
+    P, moments = init, None
+    for k in range(1, S + 1):
+        ref = check_step(cfg, k, P, moments, ids, labels, tol)
+        if k == 1:
+            add("logits", "logits", step0["logits"], ref["logits"].numpy(), tol["logits"])
+            for n in shapes:
+                add("grad", "grad." + n, step0["grad." + n], ref["grad"][n].numpy(), tol["grad"])
+        for n in shapes:
+            if k > 1:
+                add("grad", f"step{k}.grad.{n}", steps[f"step{k}.grad.{n}"], ref["grad"][n].numpy(), tol["grad"])
+            for kind in ("param", "m", "v"):
+                add_elementwise(kind, f"step{k}.{kind}.{n}", steps[f"step{k}.{kind}.{n}"], ref[kind][n],
+                                ref["allow"][n][kind], tol["final"])
+        ref_metrics.append(dict(ref["metrics"], step=k))
+        P = {n: steps[f"step{k}.param.{n}"] for n in shapes}
+        moments = {n: (steps[f"step{k}.m.{n}"], steps[f"step{k}.v.{n}"]) for n in shapes}
+    for m_c, m_r in zip(metrics, ref_metrics):
         s = m_r["step"]
         if int(m_c.get("step", -1)) != s:
             rows.append(("metric", f"step{s}.step", float("inf"), float("inf"), 0.0, float("inf")))
@@ -180,7 +215,7 @@ def main():
                 continue
             add("metric", f"step{s}.{k}", m_c[k], m_r[k], tol["lr" if k == "lr" else "scalar"])
 
-    clipped = [m["grad_norm"] > cfg.max_grad_norm for m in res["metrics"]]
+    clipped = [m["grad_norm"] > cfg.max_grad_norm for m in ref_metrics]
     print(f"clipping active on steps: {[i + 1 for i, c in enumerate(clipped) if c]} "
           f"(max_grad_norm {cfg.max_grad_norm})")
     if all(clipped) or not any(clipped):
@@ -203,10 +238,11 @@ def main():
             n_fail += not good
             if a.all or not good or r is worst:
                 tag = "" if a.all or not good else f"  (worst of {len(rs)} {g})"
-                tols = f"{r[4]:8.1e}" + ("+" if g == "final" else " ")
+                tols = f"{r[4]:8.1e}" + ("+" if g in ("param", "m", "v") else " ")
                 print(f"{r[1]:58s} {r[2]:13.3e} {r[3]:10.3e} {tols} {r[5]:9.3f}  {'ok' if good else 'FAIL'}{tag}")
-    print("final.*: allowed per element = tol * max|ref| + Adam band (first-order propagation of the "
-          f"{tol['grad']:.0e} gradient tolerance through clip+AdamW; see tests/ref/README.md)")
+    print("param/m/v: allowed per element = tol * max|ref| + this step's band (first-order propagation of the "
+          f"{tol['grad']:.0e} gradient tolerance, + {tol['scalar']:.0e} of the norm on clipped steps, through "
+          "clip + AdamW from the C state before the step; see tests/ref/README.md)")
     print(f"{len(rows) - n_fail}/{len(rows)} comparisons within tolerance")
     print("PARITY PASS" if n_fail == 0 else "PARITY FAIL")
     return 0 if n_fail == 0 else 1

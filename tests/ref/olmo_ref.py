@@ -311,6 +311,8 @@ class Trainer:
     def __init__(self, cfg, params, dtype=torch.float64, band_rho=None):
         self.cfg = cfg
         self.band_rho = band_rho  # see _track_band()
+        self.band_rho_clip = 0.0  # added to band_rho on clipped steps (the clip factor's error)
+        self.delta = {}           # the last step's perturbation bound per element
         self.band = {}
         self._dsum = {}
         self.dtype = dtype
@@ -374,6 +376,7 @@ class Trainer:
         cfg = self.cfg
         plist = [self.P[n] for n in self.names]
         norm = float(torch.nn.utils.clip_grad_norm_(plist, cfg.max_grad_norm))
+        self.clipped = cfg.max_grad_norm > 0 and cfg.max_grad_norm / (norm + 1e-6) < 1
         self.n_steps += 1
         lr = lr_at(self.n_steps, cfg)
         for g in self.opt.param_groups:
@@ -382,6 +385,20 @@ class Trainer:
         if self.band_rho is not None:
             self._track_band(lr)
         return norm, lr
+
+    def set_state(self, t, m, v):
+        """Continue from another run's state after t updates: AdamW's m and v per name
+        (the parameters are the ones given to the constructor)."""
+        self.n_steps = t
+        for n in self.names:
+            p = self.P[n]
+            self.opt.state[p] = {"step": torch.tensor(float(t)),
+                                 "exp_avg": torch.as_tensor(np.asarray(m[n])).to(self.dtype).clone(),
+                                 "exp_avg_sq": torch.as_tensor(np.asarray(v[n])).to(self.dtype).clone()}
+
+    def moments(self):
+        return {n: (self.opt.state[self.P[n]]["exp_avg"].detach().clone(),
+                    self.opt.state[self.P[n]]["exp_avg_sq"].detach().clone()) for n in self.names}
 
     def _track_band(self, lr):
         """First-order bound on how far AdamW can move each parameter element when every
@@ -400,7 +417,9 @@ class Trainer:
                 p = self.P[n]
                 # elements whose reference gradient is exactly 0 (e.g. embedding rows of
                 # tokens absent from the batch) are structural zeros: no perturbation there
-                delta = self.band_rho * float(p.grad.abs().max()) * (p.grad != 0).to(p.dtype)
+                rho = self.band_rho + (self.band_rho_clip if self.clipped else 0.0)
+                delta = rho * float(p.grad.abs().max()) * (p.grad != 0).to(p.dtype)
+                self.delta[n] = delta
                 self._dsum[n] = self._dsum.get(n, 0.0) + delta
                 vhat = self.opt.state[p]["exp_avg_sq"] / bc2
                 du = torch.clamp((1 + c_t) * self._dsum[n] / (vhat.sqrt() + eps), max=2 * c_t)
@@ -411,10 +430,12 @@ class Trainer:
 
 
 def train(cfg, params, input_ids, labels, steps=None, dtype=torch.float64, record_step0=True,
-          band_rho=None):
+          band_rho=None, record_steps=False):
     """Train `steps` optimizer steps on batches input_ids/labels (steps, G, T).
-    Returns dict: metrics (list), final (params), if record_step0: logits0, grads0, and if
-    band_rho: adam_band {name: elementwise bound} (see Trainer._track_band)."""
+    Returns dict: metrics (list), final (params), if record_step0: logits0, grads0, if
+    band_rho: adam_band {name: elementwise bound} (see Trainer._track_band), and if
+    record_steps: steps {"step<k>.{grad,param,m,v}.<name>": tensor} after every step k
+    (the gradient before clipping), the contents of a dump's steps.safetensors."""
     steps = cfg.steps if steps is None else steps
     tr = Trainer(cfg, params, dtype, band_rho)
     out = {"metrics": []}
@@ -424,9 +445,17 @@ def train(cfg, params, input_ids, labels, steps=None, dtype=torch.float64, recor
         if keep:
             out["logits0"] = logits
             out["grads0"] = tr.grads()
+        grads = tr.grads() if record_steps else None
         norm, lr = tr.update()
         out["metrics"].append({"step": s + 1, "loss": loss, "ce": ce, "z_loss": z,
                                "grad_norm": norm, "lr": lr})
+        if record_steps:
+            rec = out.setdefault("steps", {})
+            params_now, moments = tr.params(), tr.moments()
+            for n in tr.names:
+                rec[f"step{s + 1}.grad.{n}"] = grads[n]
+                rec[f"step{s + 1}.param.{n}"] = params_now[n]
+                rec[f"step{s + 1}.m.{n}"], rec[f"step{s + 1}.v.{n}"] = moments[n]
     out["final"] = tr.params()
     if band_rho is not None:
         out["adam_band"] = {n: b.detach().clone() for n, b in tr.band.items()}
@@ -466,7 +495,7 @@ def write_dump(d, cfg, seed=0, dtype=torch.float32, perturb=None):
     cfg = Config(cfg).check()
     init = init_params(cfg, seed, torch.float32)
     ids, labels = make_batches(cfg, seed + 1)
-    res = train(cfg, init, ids, labels, dtype=dtype)
+    res = train(cfg, init, ids, labels, dtype=dtype, record_steps=True)
     f32 = lambda t: t.detach().to(torch.float32).numpy()  # noqa: E731
     files = {
         "init": {n: f32(t) for n, t in init.items()},
@@ -474,6 +503,7 @@ def write_dump(d, cfg, seed=0, dtype=torch.float32, perturb=None):
         "step0": dict([("logits", f32(res["logits0"]))] +
                       [("grad." + n, f32(g)) for n, g in res["grads0"].items()]),
         "final": {n: f32(t) for n, t in res["final"].items()},
+        "steps": {n: f32(t) for n, t in res["steps"].items()},
     }
     metrics = res["metrics"]
     for spec in perturb or []:
