@@ -5,9 +5,6 @@ CC ?= gcc
 # `make` builds `all`, also when the CUDA test rules below come first (nvcc present).
 .DEFAULT_GOAL := all
 BUILD ?= build
-# `make` alone builds everything; without this the first rule below (a CUDA test program's,
-# in builds that find nvcc) would be the default goal.
-.DEFAULT_GOAL := all
 CFLAGS ?= -O3 -march=native
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fno-math-errno -fno-trapping-math -Isrc -I/usr/include/cjson -MMD -MP
 LDLIBS := -lopenblas -lpcre2-8 -lcjson -lyaml -lzstd -lz -lcrypto -lm -lpthread
@@ -130,7 +127,7 @@ test:
 	bash scripts/test.sh
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 .PHONY: all tests test clean repro-check
 -include $(OBJ:.o=.d) $(BUILD)/src/cli/main.d $(TEST_BIN:%=%.d)

@@ -1,8 +1,10 @@
-// kernels.h: the backend interface. Every op the model needs, as a *_forward/*_backward
-// pair over flat fp32 arrays with shapes in the comments. The model and trainer call only
-// these; src/kernels/cpu implements them with OpenMP + OpenBLAS (a CUDA backend would
-// implement the same list). Determinism: no kernel's result depends on the thread count:
-// every reduction is split into fixed-size chunks whose partials are summed in index order.
+// kernels.h: the CPU kernels (src/kernels/cpu, OpenMP + OpenBLAS): every op the model
+// needs, as a *_forward/*_backward pair over flat fp32 arrays with shapes in the comments.
+// The model graph does not call them directly: it calls the op table of kernels/ops.h,
+// whose CPU entries (cpu/ops_cpu.c) are these and whose CUDA entries (cuda/ops_cuda.cu)
+// are the same ops on the GPU, each tested against these (tests/test_backend_ops.c).
+// Determinism: no kernel's result depends on the thread count: every reduction is split
+// into fixed-size chunks whose partials are summed in index order.
 #ifndef OLMO_KERNELS_H
 #define OLMO_KERNELS_H
 

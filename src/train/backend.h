@@ -1,10 +1,11 @@
-// backend.h: where the training step runs. `cpu` is the existing path (model.c on the
-// kernels of src/kernels/cpu, train_step in step.c); `cuda` keeps the model, gradients and
-// Adam state on NVIDIA GPUs (src/kernels/cuda) and runs the same step there: the same
-// global-count loss normalization, micro-batch gradients accumulated in a fixed order,
-// global-norm clip, skip-step and AdamW; with mpirun, one GPU per rank and ZeRO-1 over
-// NCCL (or the host-MPI fallback). After backend_sync_from_host the device owns the
-// optimizer state (the host m, v are released); checkpoints stream from the device
+// backend.h: where the training step runs, one Backend object either way (backend_create).
+// `cpu`: the host Model (model.c: the graph over the CPU op table) and its StepDevice
+// (step.c). `cuda` keeps the model, gradients and Adam state on NVIDIA GPUs
+// (src/kernels/cuda, src/train/cuda) and runs the same step there: the same global-count
+// loss normalization, micro-batch gradients accumulated in a fixed order, global-norm
+// clip, skip-step and AdamW; with mpirun, one GPU per rank and ZeRO-1 over NCCL (or the
+// host-MPI fallback). After backend_sync_from_host the device owns the optimizer state
+// (the host m, v are released); checkpoints stream from the device
 // (backend_save_checkpoint) in the same fp32 HF safetensors as the CPU writes,
 // backend_sync_to_host refreshes Model.params for the final weights (and CPU evaluation,
 // eval.device=cpu), and in-loop evaluation runs on the device (backend_forward_backward).

@@ -96,7 +96,7 @@ typedef struct {
     MetricsLog *log;    // rank 0 only
     const char *yaml, *yaml_sha;
     int rank, world;
-    Backend *be;        // NULL: the CPU path; else the device state is copied to host first
+    Backend *be;        // the run's backend (never NULL); a CUDA state is copied to host first
 } Ctx;
 
 // Snapshot (params + gathered Adam shards) to host memory on rank 0, then write there
@@ -441,7 +441,7 @@ typedef struct {
     char *yaml;                 // the resolved recipe, and its sha256
     char yaml_sha[65];
     long start_step, tokens, skipped_total;
-    Backend *be;                // NULL: the CPU path
+    Backend *be;                // the run's backend, the CPU's too (backend_create)
     int dev_eval;               // in-loop evaluation on the device model (DeviceEval)
     int host_eval_sync;         // evaluation on the CPU model of a CUDA run: every rank syncs
     DeviceEval deval;

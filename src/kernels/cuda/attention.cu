@@ -571,7 +571,7 @@ int attention_head_dim_supported(int D) { return D == 16 || D == 32 || D == 64 |
     case 32: { constexpr int DD = 32; __VA_ARGS__; } break; \
     case 64: { constexpr int DD = 64; __VA_ARGS__; } break; \
     case 128: { constexpr int DD = 128; __VA_ARGS__; } break; \
-    default: fprintf(stderr, "olmo: error: CUDA attention: head_dim %d not supported\n", D); exit(1); \
+    default: die("CUDA attention: head_dim %d not supported", D); \
     }
 
 template <typename T>

@@ -7,15 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-// A failed library call (CUDA runtime, cuBLASLt, NCCL) exits with the library's message,
-// where it happened and the call's text: CUDA_CHECK here, LT_CHECK and NCCL_CHECK in model.cu.
-#define OLMO_LIB_CHECK(lib, type, ok, errstr, x)                                                           \
-    do {                                                                                                    \
-        type r_ = (x);                                                                                      \
-        if (r_ != (ok)) {                                                                                   \
-            fprintf(stderr, "olmo: error: %s: %s (%s:%d: %s)\n", lib, errstr(r_), __FILE__, __LINE__, #x); \
-            exit(1);                                                                                        \
-        }                                                                                                   \
+extern "C" {
+#include "util/common.h"
+}
+
+// A failed library call (CUDA runtime, cuBLASLt, NCCL) dies (util/common.h: the one exit
+// path, with the hook the fuzzers use) with the library's message, where it happened and
+// the call's text: CUDA_CHECK here, LT_CHECK in ops.cuh, NCCL_CHECK in nccl.cu.
+#define OLMO_LIB_CHECK(lib, type, ok, errstr, x)                                     \
+    do {                                                                              \
+        type r_ = (x);                                                                \
+        if (r_ != (ok)) die("%s: %s (%s:%d: %s)", lib, errstr(r_), __FILE__, __LINE__, #x); \
     } while (0)
 #define CUDA_CHECK(x) OLMO_LIB_CHECK("CUDA", cudaError_t, cudaSuccess, cudaGetErrorString, x)
 #define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())

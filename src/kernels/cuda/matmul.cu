@@ -40,7 +40,7 @@ void gemm_cuda(const CudaGemm *g, bool ta, bool tb, int mm, int nn, int kk, cons
     cublasLtMatmulHeuristicResult_t h;
     int nres = 0;
     LT_CHECK(cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &h, &nres));
-    if (nres == 0) { fprintf(stderr, "olmo: error: cuBLASLt: no algorithm for %dx%dx%d\n", mm, nn, kk); exit(1); }
+    if (nres == 0) { die("cuBLASLt: no algorithm for %dx%dx%d", mm, nn, kk); }
     float alpha = 1.0f;
     LT_CHECK(cublasLtMatmul(g->lt, op, &alpha, A, la, B, lb, &beta, Cp, lc, Cp, lc, &h.algo, g->workspace, ws, g->st));
     cublasLtMatmulPreferenceDestroy(pref);

@@ -82,12 +82,10 @@ static void nccl_wait(NcclComm *c, cudaStream_t st, const char *what) {
             ncclCommAbort(c->comm);
             c->comm = nullptr;
             if (ae != ncclSuccess && ae != ncclInProgress)
-                fprintf(stderr, "olmo: error: NCCL: %s failed on rank %d of %d: %s (a peer rank died or lost its connection)\n",
-                        what, c->rank, c->world, ncclGetErrorString(ae));
-            else
-                fprintf(stderr, "olmo: error: NCCL: %s did not complete within %.0f s on rank %d of %d (OLMO_NCCL_TIMEOUT): a peer rank is stalled or gone\n",
-                        what, limit, c->rank, c->world);
-            exit(1);
+                die("NCCL: %s failed on rank %d of %d: %s (a peer rank died or lost its connection)", what, c->rank,
+                    c->world, ncclGetErrorString(ae));
+            die("NCCL: %s did not complete within %.0f s on rank %d of %d (OLMO_NCCL_TIMEOUT): a peer rank is stalled or gone",
+                what, limit, c->rank, c->world);
         }
         if (spin > 1000) usleep(200);
     }
@@ -112,8 +110,7 @@ void nccl_broadcast_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int
 }
 #else
 static void no_nccl(const char *what) {
-    fprintf(stderr, "olmo: error: %s: this binary was built without NCCL\n", what);
-    exit(1);
+    die("%s: this binary was built without NCCL", what);
 }
 int nccl_unique_id(void *, size_t) { return -1; }
 NcclComm *nccl_comm_create(const void *, int, int, char *err, size_t errlen) {

@@ -76,8 +76,7 @@ void rmsnorm_forward_cuda(cudaStream_t st, void *out, DType out_t, bf16 *copy, f
                           DType in_t, const float *w, const float *resid, int N, int C, int in_stride, int out_stride,
                           float eps) {
     if (resid && out_t != DT_F32) {
-        fprintf(stderr, "olmo: error: CUDA rmsnorm_forward: a residual needs an fp32 output\n");
-        exit(1);
+        die("CUDA rmsnorm_forward: a residual needs an fp32 output");
     }
     if (N == 0) return;
     DT_DISPATCH(in_t, TI, DT_DISPATCH(out_t, TO,

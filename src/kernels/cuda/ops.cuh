@@ -1,8 +1,9 @@
 // ops.cuh: the CUDA ops, one family per file under the CPU kernels' names (embedding.cu,
 // norm.cu, rope.cu, attention.cu, swiglu.cu, matmul.cu, lmhead.cu, optim.cu, convert.cu):
 // host functions that launch the kernels on a stream, the buffers' types passed as DType
-// (kernels/ops.h) and dispatched here to the float / bf16 instantiations. model.cu's block
-// graph and ops_cuda.cu's Ops table both call these, so each launch is written once.
+// (kernels/ops.h) and dispatched here to the float / bf16 instantiations. ops_cuda.cu's Ops
+// table (what the model graph runs) and the device state's optimizer (train/cuda/model.cu)
+// call these, so each launch is written once.
 #pragma once
 #include <cublasLt.h>
 

@@ -138,8 +138,7 @@ void c_rope_backward(OpsBackend *be, void *dx, DType t, const float *cos_t, cons
 void c_attention_forward(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v, DType t,
                          int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
     if (!attention_head_dim_supported(D)) {
-        fprintf(stderr, "olmo: error: cuda backend: attention_forward: head_dim %d not supported (16, 32, 64, 128)\n", D);
-        exit(1);
+        die("cuda backend: attention_forward: head_dim %d not supported (16, 32, 64, 128)", D);
     }
     attention_forward_cuda_dt(impl(be)->st, out, lse, q, k, v, t, B, T, NH, NKV, D, window, doc_start);
 }

@@ -5,7 +5,8 @@
 // for the GEMMs (bf16 mode; the fp32 mode computes everything in fp32), fp32 master
 // weights and Adam m, v for the range this device optimizes (all of it on one GPU, its
 // ZeRO-1 shard under NCCL), an fp32 residual stream and bf16 (or fp32) activations.
-// Only src/train/backend.c calls this; it is compiled only when nvcc is found (OLMO_CUDA).
+// backend.c and the trainer drive the state through it, cuda_plan.c and `olmo info` size
+// it (the memory plan); model.cu is compiled only when nvcc is found (OLMO_CUDA).
 #ifndef OLMO_CUDA_BACKEND_H
 #define OLMO_CUDA_BACKEND_H
 

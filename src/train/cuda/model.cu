@@ -45,8 +45,7 @@ static float *norm_w(CudaModel *b, size_t o) {
     if (!b->normf) return b->master + (o - b->mlo);
     for (const CudaModel::NormSeg &s : b->norm_segs)
         if (o >= s.off && o < s.off + s.n) return b->normf + s.coff + (o - s.off);
-    fprintf(stderr, "olmo: error: CUDA model: no norm segment at offset %zu\n", o);
-    exit(1);
+    die("CUDA model: no norm segment at offset %zu", o);
 }
 
 // The state buffers of cuda_state_sizes, the op scratch and the graph's activations.
@@ -215,9 +214,8 @@ void cuda_download_range(CudaModel *cm, int which, size_t lo, size_t hi, float *
     const float *src = which == 0 ? b->master : which == 1 ? b->m : b->v;
     size_t a = which == 0 ? b->mlo : b->olo, e = which == 0 ? b->mhi : b->ohi;
     if (lo > hi || lo < a || hi > e) {
-        fprintf(stderr, "olmo: error: CUDA: download [%zu, %zu) of buffer %d outside its device range [%zu, %zu)\n", lo,
+        die("CUDA: download [%zu, %zu) of buffer %d outside its device range [%zu, %zu)", lo,
                 hi, which, a, e);
-        exit(1);
     }
     CUDA_CHECK(cudaStreamSynchronize(b->st));
     if (hi > lo) CUDA_CHECK(cudaMemcpy(host, src + (lo - a), (hi - lo) * 4, cudaMemcpyDeviceToHost));
@@ -252,7 +250,7 @@ void cuda_grad_push(CudaModel *cm) {
 }
 
 void cuda_grad_finish(CudaModel *cm) {
-    if (cm->pushed == 0) { fprintf(stderr, "olmo: error: CUDA gradient: no micro-batch pushed\n"); exit(1); }
+    if (cm->pushed == 0) { die("CUDA gradient: no micro-batch pushed"); }
 }
 
 void cuda_grad_download(CudaModel *cm, float *host) {
@@ -267,7 +265,7 @@ void cuda_grad_poison(CudaModel *cm) {
 
 void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
     CudaModel *b = cm;
-    if (b->olo % SUMSQ_CHUNK) { fprintf(stderr, "olmo: error: CUDA: shard start %zu not chunk-aligned\n", b->olo); exit(1); }
+    if (b->olo % SUMSQ_CHUNK) { die("CUDA: shard start %zu not chunk-aligned", b->olo); }
     size_t n = b->ohi - b->olo, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, c0 = b->olo / SUMSQ_CHUNK;
     if (nch == 0) return;
     b->be->ops->sumsq(b->be, b->grad + b->olo, n, part + c0);   // the op table's chunks, downloaded
