@@ -17,10 +17,22 @@
 //   cuda-bf16  1e-2 (outputs rounded to bf16, 2^-9 relative each, through a few ops).
 // The LM head's backward multiplies by dlogits it forms itself; a bf16 matmul rounds them,
 // so on cpu-bf16 its dx and dW are held to the bf16 tolerance, 1e-2.
+//
+// The cases are one table (CASES below: op family, the Ops entries it runs, shape); the
+// test FAILS when an entry of the Ops table (kernels/ops.h) has no case. A failure prints
+// backend, op, output, shape, max error and tolerance.
+//   test_backend_ops [-o OP] [-b BACKEND] [-p] [-l]
+//   -o OP       only cases whose family or Ops entry contains OP (e.g. -o attention)
+//   -b BACKEND  only that backend: cpu, cpu-bf16, cuda-fp32, cuda-bf16
+//   -p          also time each case's backend calls (after one warm-up run of the case) and
+//               print GFLOP/s (compute-bound ops) or GB/s (memory-bound ops)
+//   -l          list the cases and exit
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/blas_core.h"
 #include "check.h"
@@ -36,6 +48,9 @@ typedef struct {
 } Case;
 
 static Case g_case;
+static const char *g_shape = "";   // the running case's shape, for failure messages
+static int g_perf;                 // -p: time the backend calls
+static double g_secs;              // seconds in backend calls of the running case
 static double g_worst, g_worst_inner;   // under tol, under tol_inner
 static int g_inner;                     // 1 while outputs are held to tol_inner
 
@@ -108,7 +123,8 @@ static void expect(const char *op, const char *what, const void *d, DType t, con
     double rel = mx > 0 ? err / mx : err;
     double *worst = g_inner ? &g_worst_inner : &g_worst;
     if (rel > *worst) *worst = rel;
-    CHECK(rel <= g_case.tol, "%s: %s %s: max rel err %.3g > %.1g", g_case.label, op, what, rel, g_case.tol);
+    CHECK(rel <= g_case.tol, "%s: %s %s [%s]: max rel err %.3g > tolerance %.1g", g_case.label, op, what, g_shape, rel,
+          g_case.tol);
     free(x);
 }
 
@@ -121,6 +137,20 @@ static float *copy_vec(const float *x, size_t n) {
 #define OPS (g_case.be->ops)
 #define BE (g_case.be)
 #define ACT (g_case.be->act)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+// One backend call; with -p its time (the queue drained before and after) adds to g_secs.
+#define TIMED(call)                               \
+    do {                                          \
+        double t0_ = 0;                           \
+        if (g_perf) OPS->sync(BE), t0_ = now_s(); \
+        call;                                     \
+        if (g_perf) OPS->sync(BE), g_secs += now_s() - t0_; \
+    } while (0)
 
 // ---- the ops ------------------------------------------------------------------------------
 static void test_matmul(int N, int C, int OC) {
@@ -136,8 +166,8 @@ static void test_matmul(int N, int C, int OC) {
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(w, (size_t)OC * C, t), *DY = to_dev(dy, (size_t)N * OC, t);
     void *Y = OPS->alloc(BE, (size_t)N * OC * dtype_size(t)), *DX = OPS->alloc(BE, (size_t)N * C * 4);
     float *DW = to_dev(dw0, (size_t)OC * C, DT_F32);
-    OPS->matmul_forward(BE, Y, X, Wd, t, N, C, OC);
-    OPS->matmul_backward(BE, DX, DT_F32, DW, DY, X, Wd, t, N, C, OC, 0, 1);
+    TIMED(OPS->matmul_forward(BE, Y, X, Wd, t, N, C, OC));
+    TIMED(OPS->matmul_backward(BE, DX, DT_F32, DW, DY, X, Wd, t, N, C, OC, 0, 1));
     expect("matmul_forward", "out", Y, t, y, (size_t)N * OC);
     expect("matmul_backward", "dinp", DX, DT_F32, dx, (size_t)N * C);
     expect("matmul_backward", "dW (accumulated)", DW, DT_F32, dw, (size_t)OC * C);
@@ -165,8 +195,8 @@ static void test_rmsnorm(int N, int C, int in_stride, int with_resid) {
     void *DY = to_dev(dy, (size_t)N * C, out_t), *DW = to_dev(dw0, C, DT_F32);
     float *zeros = calloc((size_t)N * in_stride, sizeof(float));
     void *DX = to_dev(zeros, (size_t)N * in_stride, t);
-    OPS->rmsnorm_forward(BE, Y, out_t, NULL, RS, X, t, Wd, with_resid ? R : NULL, N, C, in_stride, C, eps);
-    OPS->rmsnorm_backward(BE, DX, t, DW, 1, DY, out_t, X, t, Wd, RS, N, C, C, in_stride, in_stride);
+    TIMED(OPS->rmsnorm_forward(BE, Y, out_t, NULL, RS, X, t, Wd, with_resid ? R : NULL, N, C, in_stride, C, eps));
+    TIMED(OPS->rmsnorm_backward(BE, DX, t, DW, 1, DY, out_t, X, t, Wd, RS, N, C, C, in_stride, in_stride));
     expect("rmsnorm_forward", with_resid ? "out (+ residual)" : "out", Y, out_t, y, (size_t)N * C);
     expect("rmsnorm_forward", "rstd", RS, DT_F32, rstd, N);
     expect("rmsnorm_backward", "dinp", DX, t, dx, (size_t)N * in_stride);
@@ -187,8 +217,8 @@ static void test_rope(int B, int T, int H, int D, int yarn) {
     void *SN = to_dev(sn, (size_t)T * D / 2, DT_F32);
     rope_forward(x, cs, sn, B, T, H, D);
     rope_backward(dx, cs, sn, B, T, H, D);
-    OPS->rope_forward(BE, X, t, CS, SN, B, T, H, D);
-    OPS->rope_backward(BE, DX, t, CS, SN, B, T, H, D);
+    TIMED(OPS->rope_forward(BE, X, t, CS, SN, B, T, H, D));
+    TIMED(OPS->rope_backward(BE, DX, t, CS, SN, B, T, H, D));
     expect(yarn ? "rope_forward (YaRN)" : "rope_forward", "x", X, t, x, n);
     expect(yarn ? "rope_backward (YaRN)" : "rope_backward", "dx", DX, t, dx, n);
     dfree(X), dfree(DX), dfree(CS), dfree(SN);
@@ -219,8 +249,8 @@ static void test_attention(int B, int T, int NH, int NKV, int D, int window, int
     void *O = OPS->alloc(BE, nq * dtype_size(t)), *L = OPS->alloc(BE, 4 * (size_t)B * NH * T);
     void *DQ = OPS->alloc(BE, nq * dtype_size(t)), *DK = OPS->alloc(BE, nk * dtype_size(t));
     void *DV = OPS->alloc(BE, nk * dtype_size(t));
-    OPS->attention_forward(BE, O, L, Q, K, V, t, B, T, NH, NKV, D, window, DOC);
-    OPS->attention_backward(BE, DQ, DK, DV, DO, Q, K, V, O, L, t, B, T, NH, NKV, D, window, DOC);
+    TIMED(OPS->attention_forward(BE, O, L, Q, K, V, t, B, T, NH, NKV, D, window, DOC));
+    TIMED(OPS->attention_backward(BE, DQ, DK, DV, DO, Q, K, V, O, L, t, B, T, NH, NKV, D, window, DOC));
     char what[96];
     snprintf(what, sizeof what, "attention (B=%d T=%d NH=%d NKV=%d D=%d window=%d%s)", B, T, NH, NKV, D, window,
              docs ? " docs" : "");
@@ -253,15 +283,16 @@ static void test_attention_kv(int p0, int T, int NH, int NKV, int D, int window)
     const size_t row = (size_t)NH * D;
     void *Q = to_dev(q + (size_t)p0 * row, (size_t)T * row, t), *K = to_dev(k, nk, t), *V = to_dev(v, nk, t);
     void *O = OPS->alloc(BE, (size_t)T * row * dtype_size(t)), *L = OPS->alloc(BE, 4 * (size_t)NH * T);
-    OPS->attention_forward_kv(BE, O, L, Q, K, V, t, 1, T, p0, NH, NKV, D, window, NULL);
+    TIMED(OPS->attention_forward_kv(BE, O, L, Q, K, V, t, 1, T, p0, NH, NKV, D, window, NULL));
     // a different summation path than the full forward (a decode step scores with sgemv):
     // 1e-5 even on the CPU, whose other ops are held bitwise
     const double tol = g_case.tol, worst = g_worst;
     g_case.tol = tol > 1e-5 ? tol : 1e-5;
     expect("attention_forward_kv", "out", O, t, out + (size_t)p0 * row, (size_t)T * row);
     expect("attention_forward_kv", "lse", L, DT_F32, lse_t, (size_t)NH * T);
-    printf("%-15s attention_forward_kv (p0 %d, T %d) vs the full forward: %.3g (tolerance %.0e)\n", g_case.label, p0, T,
-           g_worst, g_case.tol);
+    if (!g_perf)
+        printf("%-15s attention_forward_kv (p0 %d, T %d) vs the full forward: %.3g (tolerance %.0e)\n", g_case.label, p0,
+               T, g_worst, g_case.tol);
     g_case.tol = tol, g_worst = worst;
     dfree(Q), dfree(K), dfree(V), dfree(O), dfree(L);
     free(q), free(k), free(v), free(out), free(lse), free(lse_t);
@@ -276,8 +307,8 @@ static void test_swiglu(int N, int H) {
     swiglu_backward(dgu, dy, gu, N, H);
     void *GU = to_dev(gu, (size_t)N * 2 * H, t), *DY = to_dev(dy, (size_t)N * H, t);
     void *Y = OPS->alloc(BE, (size_t)N * H * dtype_size(t)), *DGU = OPS->alloc(BE, (size_t)N * 2 * H * dtype_size(t));
-    OPS->swiglu_forward(BE, Y, GU, t, N, H);
-    OPS->swiglu_backward(BE, DGU, DY, GU, t, N, H);
+    TIMED(OPS->swiglu_forward(BE, Y, GU, t, N, H));
+    TIMED(OPS->swiglu_backward(BE, DGU, DY, GU, t, N, H));
     expect("swiglu_forward", "out", Y, t, y, (size_t)N * H);
     expect("swiglu_backward", "dgu", DGU, t, dgu, (size_t)N * 2 * H);
     dfree(GU), dfree(DY), dfree(Y), dfree(DGU);
@@ -295,9 +326,9 @@ static void test_embedding(int N, int C, int V) {
     embedding_backward(dE, dy, tok, N, C);
     void *TK = to_dev_i32(tok, N), *Ed = to_dev(E, (size_t)V * C, t), *DY = to_dev(dy, (size_t)N * C, DT_F32);
     float *Y = OPS->alloc(BE, sizeof(float) * N * C), *DE = OPS->alloc(BE, sizeof(float) * V * C);
-    OPS->zero(BE, DE, sizeof(float) * V * C);
-    OPS->embedding_forward(BE, Y, TK, Ed, t, N, C);
-    OPS->embedding_backward(BE, DE, DY, tok, N, C);
+    TIMED(OPS->zero(BE, DE, sizeof(float) * V * C));
+    TIMED(OPS->embedding_forward(BE, Y, TK, Ed, t, N, C));
+    TIMED(OPS->embedding_backward(BE, DE, DY, tok, N, C));
     expect("embedding_forward", "out", Y, DT_F32, y, (size_t)N * C);
     expect("embedding_backward", "dE", DE, DT_F32, dE, (size_t)V * C);
     dfree(TK), dfree(Ed), dfree(DY), dfree(Y), dfree(DE);
@@ -320,7 +351,8 @@ static void test_lmhead(int N, int C, int V) {
     void *DX = OPS->alloc(BE, (size_t)N * C * dtype_size(t));
     float *DW = to_dev(dW0, (size_t)V * C, DT_F32);
     float *lg_b = malloc(sizeof(float) * N * V), *ce_b = malloc(sizeof(float) * N);
-    LossSums got = OPS->lmhead_loss(BE, DX, DW, 1, X, Wd, t, TG, N, C, V, z, inv, lg_b, ce_b);
+    LossSums got;
+    TIMED(got = OPS->lmhead_loss(BE, DX, DW, 1, X, Wd, t, TG, N, C, V, z, inv, lg_b, ce_b));
     // the tolerance of a bf16 backend covers its logits (rounded inputs, fp32 out) and dx
     double ce_rel = fabs(got.ce_sum - ref.ce_sum) / fabs(ref.ce_sum), z_rel = fabs(got.z_sum - ref.z_sum) / ref.z_sum;
     CHECK(got.n_valid == ref.n_valid, "%s: lmhead_loss n_valid %ld != %ld", g_case.label, got.n_valid, ref.n_valid);
@@ -349,7 +381,8 @@ static void test_optimizer(size_t n) {
     float *G = to_dev(g, n, DT_F32), *P = to_dev(p, n, DT_F32), *M = to_dev(m, n, DT_F32), *Vd = to_dev(v, n, DT_F32);
     float *A = to_dev(a, n, DT_F32);
     void *WC = OPS->alloc(BE, n * dtype_size(ACT));
-    double got = OPS->sumsq(BE, G, n, part);
+    double got;
+    TIMED(got = OPS->sumsq(BE, G, n, part));
     double parts = 0;
     for (size_t c = 0; c < nch; c++) parts += part[c];
     CHECK(fabs(got - ref) <= 1e-12 * ref && parts == got, "%s: sumsq %.17g vs %.17g (parts %.17g)", g_case.label, got,
@@ -357,9 +390,9 @@ static void test_optimizer(size_t n) {
     add_inplace(a, g, n);
     scale_inplace(g, 0.37f, n);
     adamw_update(p, m, v, g, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
-    OPS->add(BE, A, G, n);
-    OPS->scale(BE, G, 0.37f, n);
-    OPS->adamw(BE, P, M, Vd, G, WC, ACT, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    TIMED(OPS->add(BE, A, G, n));
+    TIMED(OPS->scale(BE, G, 0.37f, n));
+    TIMED(OPS->adamw(BE, P, M, Vd, G, WC, ACT, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7));
     // elementwise ops in the same float operations: bitwise on every backend
     const double tol = g_case.tol;
     g_case.tol = 0;
@@ -383,10 +416,10 @@ static void test_layout(int N) {
     float *v = malloc(sizeof(float) * N * KV);
     for (int n = 0; n < N; n++) memcpy(v + (size_t)n * KV, qkv + (size_t)n * QKV + Q + KV, sizeof(float) * KV);
     void *QKVd = to_dev(qkv, (size_t)N * QKV, t), *Vd = OPS->alloc(BE, (size_t)N * KV * dtype_size(t));
-    OPS->copy_cols(BE, Vd, QKVd, t, N, KV, KV, 0, QKV, Q + KV);
+    TIMED(OPS->copy_cols(BE, Vd, QKVd, t, N, KV, KV, 0, QKV, Q + KV));
     float *S = to_dev(src, (size_t)N * 40, DT_F32);
     void *CST = OPS->alloc(BE, (size_t)N * 40 * dtype_size(t));
-    OPS->cast(BE, CST, t, S, (size_t)N * 40);
+    TIMED(OPS->cast(BE, CST, t, S, (size_t)N * 40));
     const double tol = g_case.tol;
     g_case.tol = 0;
     expect("copy_cols", "dst", Vd, t, v, (size_t)N * KV);
@@ -394,7 +427,7 @@ static void test_layout(int N) {
     expect("cast", "dst", CST, t, src, (size_t)N * 40);
     int32_t idx[5] = {3, 0, N - 1, 3, 17};
     void *G = OPS->alloc(BE, 5 * (size_t)QKV * dtype_size(t));
-    OPS->gather_rows(BE, G, QKVd, t, idx, 5, QKV);
+    TIMED(OPS->gather_rows(BE, G, QKVd, t, idx, 5, QKV));
     float *gref = malloc(sizeof(float) * 5 * QKV);
     for (int i = 0; i < 5; i++) memcpy(gref + (size_t)i * QKV, qkv + (size_t)idx[i] * QKV, sizeof(float) * QKV);
     expect("gather_rows", "dst", G, t, gref, 5 * (size_t)QKV);
@@ -405,50 +438,202 @@ static void test_layout(int N) {
     free(qkv), free(src), free(v);
 }
 
-static void run_case(OpsBackend *be, const char *label, double tol, double tol_inner) {
+// ---- the case table --------------------------------------------------------------------------
+// Work of a case's backend calls, for -p: FLOPs of the compute-bound ops (a multiply-add is 2),
+// bytes read + written by the memory-bound ones (es: bytes per activation element).
+static double es(void) { return (double)dtype_size(ACT); }
+static double pairs(int T, int window, int p0) {   // visible (query, key) pairs of T queries after p0
+    double n = 0;
+    for (int i = p0; i < p0 + T; i++) n += window > 0 && window < i + 1 ? window : i + 1;
+    return n;
+}
+static void c_layout(const int *a) { test_layout(a[0]); }
+static double w_layout(const int *a) { return a[0] * (2.0 * 16 * es() + 40 * (4 + es()) + 2.0 * 5 * 64 * es() / a[0]); }
+static void c_embedding(const int *a) { test_embedding(a[0], a[1], a[2]); }
+static double w_embedding(const int *a) { return (double)a[0] * a[1] * (es() + 4 + 12) + 4.0 * a[2] * a[1]; }
+static void c_matmul(const int *a) { test_matmul(a[0], a[1], a[2]); }
+static double w_matmul(const int *a) { return 6.0 * a[0] * a[1] * a[2]; }
+static void c_rmsnorm(const int *a) { test_rmsnorm(a[0], a[1], a[2], a[3]); }
+static double w_rmsnorm(const int *a) { return (double)a[0] * a[1] * (5 * es() + (a[3] ? 8 : 0) + 4); }
+static void c_rope(const int *a) { test_rope(a[0], a[1], a[2], a[3], a[4]); }
+static double w_rope(const int *a) { return 4.0 * a[0] * a[1] * a[2] * a[3] * es() + 8.0 * a[1] * a[3]; }
+static void c_attention(const int *a) { test_attention(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); }
+// forward: S = QK^T and O = PV (2 matmuls), backward: 5 (S again, dP, dV, dQ, dK)
+static double w_attention(const int *a) { return 14.0 * a[0] * a[2] * a[4] * pairs(a[1], a[5], 0); }
+static void c_attention_kv(const int *a) { test_attention_kv(a[0], a[1], a[2], a[3], a[4], a[5]); }
+static double w_attention_kv(const int *a) { return 4.0 * a[2] * a[4] * pairs(a[1], a[5], a[0]); }
+static void c_swiglu(const int *a) { test_swiglu(a[0], a[1]); }
+static double w_swiglu(const int *a) { return 8.0 * a[0] * a[1] * es(); }
+static void c_lmhead(const int *a) { test_lmhead(a[0], a[1], a[2]); }
+static double w_lmhead(const int *a) { return 6.0 * a[0] * a[1] * a[2]; }
+static void c_optimizer(const int *a) { test_optimizer((size_t)a[0]); }
+static double w_optimizer(const int *a) { return a[0] * (4.0 + 12 + 8 + 28 + es()); }
+
+typedef struct {
+    const char *op;       // the family, what -o matches
+    const char *covers;   // the Ops entries it runs, space-separated
+    void (*run)(const int *a);
+    double (*work)(const int *a);
+    int bytes;            // work counts bytes (GB/s), else FLOPs (GFLOP/s)
+    int a[7];
+    const char *shape;
+    int perf_only;        // a model-sized shape, run (and checked) only with -p
+} OpCase;
+
+static const OpCase CASES[] = {
+    {"layout", "copy_cols cast gather_rows", c_layout, w_layout, 1, {37}, "N=37", 0},
+    {"embedding", "zero embedding_forward embedding_backward", c_embedding, w_embedding, 1, {70, 24, 50}, "N=70 C=24 V=50", 0},
+    {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {33, 48, 80}, "N=33 C=48 OC=80", 0},
+    {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {64, 40, 24}, "N=64 C=40 OC=24", 0},
+    {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {33, 32, 64, 0}, "N=33 C=32 stride=64 (q-norm slice)", 0},
+    {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {33, 48, 48, 1}, "N=33 C=48 + residual", 0},
+    {"rope", "rope_forward rope_backward", c_rope, w_rope, 1, {2, 33, 3, 16, 0}, "B=2 T=33 H=3 D=16", 0},
+    {"rope", "rope_forward rope_backward", c_rope, w_rope, 1, {1, 33, 2, 32, 1}, "B=1 T=33 H=2 D=32 YaRN", 0},
+    {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {2, 33, 4, 2, 16, 33, 0},
+     "B=2 T=33 NH=4 NKV=2 D=16 window=33 (GQA 2:1, T not a tile multiple)", 0},
+    {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {1, 33, 2, 2, 16, 1, 0},
+     "B=1 T=33 NH=2 NKV=2 D=16 window=1", 0},
+    {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {1, 150, 4, 1, 32, 20, 1},
+     "B=1 T=150 NH=4 NKV=1 D=32 window=20 docs (GQA 4:1, window < tile)", 0},
+    {"attention_kv", "attention_forward_kv", c_attention_kv, w_attention_kv, 0, {37, 1, 4, 2, 16, 9},
+     "p0=37 T=1 NH=4 NKV=2 D=16 window=9 (a decode step)", 0},
+    {"attention_kv", "attention_forward_kv", c_attention_kv, w_attention_kv, 0, {20, 13, 4, 1, 32, 50},
+     "p0=20 T=13 NH=4 NKV=1 D=32 window=50 (a prefill chunk)", 0},
+    {"swiglu", "swiglu_forward swiglu_backward", c_swiglu, w_swiglu, 1, {33, 40}, "N=33 H=40", 0},
+    {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {150, 32, 96}, "N=150 C=32 V=96 (> the CPU's 128-token chunk)", 0},
+    {"optimizer", "sumsq add scale adamw", c_optimizer, w_optimizer, 1, {2 * 65536 + 123}, "n=131195 (3 sum-of-squares chunks)", 0},
+    // -p only: shapes of a training step of bench config (a) (d_model 256, MLP 768, T 256)
+    {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {2048, 256, 768}, "N=2048 C=256 OC=768", 1},
+    {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {2048, 256, 256, 1}, "N=2048 C=256 + residual", 1},
+    {"rope", "rope_forward rope_backward", c_rope, w_rope, 1, {8, 256, 4, 64, 0}, "B=8 T=256 H=4 D=64", 1},
+    {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {8, 256, 4, 4, 64, 128, 0},
+     "B=8 T=256 NH=4 NKV=4 D=64 window=128", 1},
+    {"swiglu", "swiglu_forward swiglu_backward", c_swiglu, w_swiglu, 1, {2048, 768}, "N=2048 H=768", 1},
+    {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {512, 256, 8192}, "N=512 C=256 V=8192", 1},
+    {"optimizer", "sumsq add scale adamw", c_optimizer, w_optimizer, 1, {1 << 22}, "n=4194304", 1},
+};
+#define NCASES (sizeof CASES / sizeof CASES[0])
+
+// Every entry of the Ops table; the static assert fails the build when kernels/ops.h gains
+// a field this list lacks. The memory ops run in every case (to_dev, from_dev, dfree).
+#define ENTRY(f) {#f, offsetof(Ops, f)}
+static const struct {
+    const char *name;
+    size_t offset;
+} OPS_ENTRIES[] = {
+    ENTRY(alloc), ENTRY(free), ENTRY(upload), ENTRY(download), ENTRY(zero), ENTRY(sync), ENTRY(destroy),
+    ENTRY(cast), ENTRY(copy_cols), ENTRY(gather_rows), ENTRY(embedding_forward), ENTRY(embedding_backward),
+    ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
+    ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(attention_forward), ENTRY(attention_backward),
+    ENTRY(attention_forward_kv), ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq),
+    ENTRY(scale), ENTRY(add), ENTRY(adamw),
+};
+_Static_assert(sizeof OPS_ENTRIES / sizeof OPS_ENTRIES[0] * sizeof(void (*)(void)) == sizeof(Ops),
+               "kernels/ops.h's Ops has an entry OPS_ENTRIES does not list: add it and a case that runs it");
+static const char *const MEMORY_OPS = "alloc free upload download sync destroy";
+
+static int has_word(const char *list, const char *w) {
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
+    return 0;
+}
+
+// Every Ops entry has a case; returns the number without one (each named).
+static int check_coverage(void) {
+    int missing = 0;
+    for (size_t i = 0; i < sizeof OPS_ENTRIES / sizeof OPS_ENTRIES[0]; i++) {
+        const char *e = OPS_ENTRIES[i].name;
+        int hit = has_word(MEMORY_OPS, e);
+        for (size_t c = 0; c < NCASES && !hit; c++) hit = has_word(CASES[c].covers, e);
+        CHECK(hit, "Ops entry %s (kernels/ops.h) has no case in CASES", e);
+        missing += !hit;
+    }
+    return missing;
+}
+
+static const char *g_filter_op, *g_filter_be;
+static int selected(const OpCase *c) {
+    if (c->perf_only && !g_perf) return 0;
+    return !g_filter_op || strstr(c->op, g_filter_op) || strstr(c->covers, g_filter_op);
+}
+
+static void run_backend(OpsBackend *be, const char *id, const char *label, double tol, double tol_inner) {
+    if (g_filter_be && strcmp(g_filter_be, id)) return;
     g_case = (Case){be, label, tol, tol_inner};
     g_worst = g_worst_inner = 0;
-    int before = failures;
-    test_layout(37);
-    test_embedding(70, 24, 50);
-    test_matmul(33, 48, 80);
-    test_matmul(64, 40, 24);
-    test_rmsnorm(33, 32, 64, 0);   // q-norm of a (N, 64) projection: a strided slice
-    test_rmsnorm(33, 48, 48, 1);   // the block's norm + residual
-    test_rope(2, 33, 3, 16, 0);
-    test_rope(1, 33, 2, 32, 1);
-    test_attention(2, 33, 4, 2, 16, 33, 0);    // GQA 2:1, T not a tile multiple
-    test_attention(1, 33, 2, 2, 16, 1, 0);     // window 1
-    test_attention(1, 150, 4, 1, 32, 20, 1);   // GQA 4:1, window < tile, documents
-    test_attention_kv(37, 1, 4, 2, 16, 9);     // a decode step, window 9
-    test_attention_kv(20, 13, 4, 1, 32, 50);   // a prefill chunk, GQA 4:1
-    test_swiglu(33, 40);
-    test_lmhead(150, 32, 96);
-    test_optimizer(2 * 65536 + 123);
-    printf("%-15s %s: worst relative error %.3g (tolerance %.0e); LM-head backward %.3g (tolerance %.0e)\n", label,
-           failures == before ? "ok" : "FAILED", g_worst, tol, g_worst_inner, tol_inner);
+    int before = failures, ran = 0;
+    for (size_t i = 0; i < NCASES; i++) {
+        const OpCase *c = &CASES[i];
+        if (!selected(c)) continue;
+        g_shape = c->shape;
+        ran++;
+        if (!g_perf) {
+            c->run(c->a);
+            continue;
+        }
+        c->run(c->a);   // warm-up: first-touch allocation, caches, cuBLASLt's plan
+        g_secs = 0;
+        c->run(c->a);
+        double w = c->work(c->a);
+        printf("%-15s %-13s %-62s %9.3f ms %9.2f %s\n", label, c->op, c->shape, 1e3 * g_secs,
+               g_secs > 0 ? w / g_secs / 1e9 : 0.0, c->bytes ? "GB/s" : "GFLOP/s");
+    }
+    g_shape = "";
+    printf("%-15s %s: %d cases, worst relative error %.3g (tolerance %.0e); LM-head backward %.3g (tolerance %.0e)\n",
+           label, failures == before ? "ok" : "FAILED", ran, g_worst, tol, g_worst_inner, tol_inner);
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: test_backend_ops [-o OP] [-b cpu|cpu-bf16|cuda-fp32|cuda-bf16] [-p] [-l]\n");
 }
 
 int main(int argc, char **argv) {
-    (void)argc;
     blas_core_init(argv);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) g_filter_op = argv[++i];
+        else if (!strcmp(argv[i], "-b") && i + 1 < argc) g_filter_be = argv[++i];
+        else if (!strcmp(argv[i], "-p")) g_perf = 1;
+        else if (!strcmp(argv[i], "-l")) {
+            for (size_t c = 0; c < NCASES; c++)
+                printf("%-13s %-45s %s%s\n", CASES[c].op, CASES[c].covers, CASES[c].shape, CASES[c].perf_only ? " (-p)" : "");
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (g_filter_be && strcmp(g_filter_be, "cpu") && strcmp(g_filter_be, "cpu-bf16") && strcmp(g_filter_be, "cuda-fp32") &&
+        strcmp(g_filter_be, "cuda-bf16")) {
+        fprintf(stderr, "test_backend_ops: unknown backend '%s' (-b cpu, cpu-bf16, cuda-fp32 or cuda-bf16)\n", g_filter_be);
+        return 2;
+    }
+    int n_sel = 0;
+    for (size_t c = 0; c < NCASES; c++) n_sel += selected(&CASES[c]);
+    if (!n_sel) {
+        fprintf(stderr, "test_backend_ops: no case matches -o '%s' (-l lists them)\n", g_filter_op);
+        return 2;
+    }
+    if (check_coverage()) printf("test_backend_ops: the Ops table has entries without a case\n");
+    if (g_perf)
+        printf("%-15s %-13s %-62s %12s %14s\n", "backend", "op", "shape", "time", "rate (fwd+bwd)");
     OpsBackend *cpu = ops_cpu_create(MATMUL_FP32);
-    run_case(cpu, "cpu", 0.0, 0.0);
+    run_backend(cpu, "cpu", "cpu", 0.0, 0.0);
     ops_destroy(cpu);
     OpsBackend *cbf = ops_cpu_create(MATMUL_BF16);
     char label[64];
     snprintf(label, sizeof label, "cpu-bf16 (%s)", matmul_bf16_engine());
-    run_case(cbf, label, 1e-5, 1e-2);
+    run_backend(cbf, "cpu-bf16", label, 1e-5, 1e-2);
     ops_destroy(cbf);
     char err[256];
     OpsBackend *cuda = ops_cuda_create(DT_F32, err, sizeof err);
     if (!cuda) {
         printf("cuda: SKIP (%s)\n", err);
     } else {
-        run_case(cuda, "cuda-fp32", 1e-5, 1e-5);
+        run_backend(cuda, "cuda-fp32", "cuda-fp32", 1e-5, 1e-5);
         ops_destroy(cuda);
         cuda = ops_cuda_create(DT_BF16, err, sizeof err);
-        run_case(cuda, "cuda-bf16", 1e-2, 1e-2);
+        run_backend(cuda, "cuda-bf16", "cuda-bf16", 1e-2, 1e-2);
         ops_destroy(cuda);
     }
     printf("%s\n", failures ? "test_backend_ops: FAILED" : "test_backend_ops: all ops passed");
