@@ -156,13 +156,13 @@ static double now_s(void) {
 static void test_matmul(int N, int C, int OC) {
     const DType t = ACT;
     float *x = rand_vec((size_t)N * C, 1), *w = rand_vec((size_t)OC * C, 0.2f), *dy = rand_vec((size_t)N * OC, 1);
-    round_to(x, (size_t)N * C, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
-    round_to(w, (size_t)OC * C, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
-    round_to(dy, (size_t)N * OC, DT_BF16 == t || BE->prec == MATMUL_BF16 ? DT_BF16 : DT_F32);
+    round_to(x, (size_t)N * C, DT_BF16 == t || BE->prec == PRECISION_BF16 ? DT_BF16 : DT_F32);
+    round_to(w, (size_t)OC * C, DT_BF16 == t || BE->prec == PRECISION_BF16 ? DT_BF16 : DT_F32);
+    round_to(dy, (size_t)N * OC, DT_BF16 == t || BE->prec == PRECISION_BF16 ? DT_BF16 : DT_F32);
     float *y = malloc(sizeof(float) * N * OC), *dx = malloc(sizeof(float) * N * C), *dw0 = rand_vec((size_t)OC * C, 1);
     float *dw = copy_vec(dw0, (size_t)OC * C);
-    matmul_forward(y, x, w, N, C, OC);
-    matmul_backward(dx, dw, dy, x, w, N, C, OC, 0, 1);   // dW accumulates onto dw0
+    matmul_forward(y, x, w, N, C, OC, PRECISION_FP32);
+    matmul_backward(dx, dw, dy, x, w, N, C, OC, 0, 1, PRECISION_FP32);   // dW accumulates onto dw0
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(w, (size_t)OC * C, t), *DY = to_dev(dy, (size_t)N * OC, t);
     void *Y = OPS->alloc(BE, (size_t)N * OC * dtype_size(t)), *DX = OPS->alloc(BE, (size_t)N * C * 4);
     float *DW = to_dev(dw0, (size_t)OC * C, DT_F32);
@@ -337,7 +337,7 @@ static void test_embedding(int N, int C, int V) {
 
 static void test_lmhead(int N, int C, int V) {
     const DType t = ACT;
-    const int bf = t == DT_BF16 || BE->prec == MATMUL_BF16;
+    const int bf = t == DT_BF16 || BE->prec == PRECISION_BF16;
     float *x = rand_vec((size_t)N * C, 1), *W = rand_vec((size_t)V * C, 0.3f), *dW0 = rand_vec((size_t)V * C, 1);
     round_to(x, (size_t)N * C, bf ? DT_BF16 : DT_F32), round_to(W, (size_t)V * C, bf ? DT_BF16 : DT_F32);
     int32_t *tg = malloc(sizeof(int32_t) * N);
@@ -345,7 +345,7 @@ static void test_lmhead(int N, int C, int V) {
     const float z = 1e-4f, inv = 1.0f / N;
     float *dx = malloc(sizeof(float) * N * C), *dW = malloc(sizeof(float) * V * C);
     float *scr = malloc(sizeof(float) * 128 * V), *lg = malloc(sizeof(float) * N * V), *ce = malloc(sizeof(float) * N);
-    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce);
+    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce, PRECISION_FP32);
     for (size_t i = 0; i < (size_t)V * C; i++) dW[i] += dW0[i];
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(W, (size_t)V * C, t), *TG = to_dev_i32(tg, N);
     void *DX = OPS->alloc(BE, (size_t)N * C * dtype_size(t));
@@ -617,10 +617,10 @@ int main(int argc, char **argv) {
     if (check_coverage()) printf("test_backend_ops: the Ops table has entries without a case\n");
     if (g_perf)
         printf("%-15s %-13s %-62s %12s %14s\n", "backend", "op", "shape", "time", "rate (fwd+bwd)");
-    OpsBackend *cpu = ops_cpu_create(MATMUL_FP32);
+    OpsBackend *cpu = ops_cpu_create(PRECISION_FP32);
     run_backend(cpu, "cpu", "cpu", 0.0, 0.0);
     ops_destroy(cpu);
-    OpsBackend *cbf = ops_cpu_create(MATMUL_BF16);
+    OpsBackend *cbf = ops_cpu_create(PRECISION_BF16);
     char label[64];
     snprintf(label, sizeof label, "cpu-bf16 (%s)", matmul_bf16_engine());
     run_backend(cbf, "cpu-bf16", label, 1e-5, 1e-2);

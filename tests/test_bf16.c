@@ -1,4 +1,4 @@
-// test_bf16.c: the bf16 matmul engines (src/kernels/cpu/bf16*.c, MATMUL_BF16): the one
+// test_bf16.c: the bf16 matmul engines (src/kernels/cpu/bf16*.c, PRECISION_BF16): the one
 // this CPU picks, then every other one it has in a child process (OLMO_BF16_ENGINE).
 // Reference: the same products in double from operands rounded by bf16_round, whose
 // rounding is itself checked against its definition (nearest, ties to even; denormals to
@@ -111,7 +111,7 @@ typedef struct {
 
 static void lm_run(LM *l) {
     l->sums = lmhead_loss_forward_backward(l->dx, l->dW, l->x, l->W, l->tg, l->N, l->C, l->V, 1e-4f, 1.0f / l->N,
-                                           l->scratch, l->chunk, l->logits, NULL);
+                                           l->scratch, l->chunk, l->logits, NULL, PRECISION_BF16);
 }
 static LM lm_make(int N, int C, int V, int chunk) {
     LM l = {N, C, V, chunk, frand((size_t)N * C), frand((size_t)V * C), malloc(sizeof(float) * N * C),
@@ -200,7 +200,7 @@ static void test_lmhead_splits(void) {
     lm_free(&a), lm_free(&b);
 }
 
-// matmul_forward/_backward under MATMUL_BF16 give the gemm_bf16 products, at 1/2/3 threads
+// matmul_forward/_backward under PRECISION_BF16 give the gemm_bf16 products, at 1/2/3 threads
 static void test_matmul_mode(void) {
     const int N = 96, C = 80, OC = 112;
     float *x = frand((size_t)N * C), *W = frand((size_t)OC * C), *dy = frand((size_t)N * OC);
@@ -209,8 +209,8 @@ static void test_matmul_mode(void) {
         omp_set_num_threads(th);
         y[th - 1] = malloc(sizeof(float) * N * OC), dx[th - 1] = malloc(sizeof(float) * N * C);
         dW[th - 1] = malloc(sizeof(float) * OC * C);
-        matmul_forward(y[th - 1], x, W, N, C, OC);
-        matmul_backward(dx[th - 1], dW[th - 1], dy, x, W, N, C, OC, 0, 0);
+        matmul_forward(y[th - 1], x, W, N, C, OC, PRECISION_BF16);
+        matmul_backward(dx[th - 1], dW[th - 1], dy, x, W, N, C, OC, 0, 0, PRECISION_BF16);
     }
     omp_set_num_threads(2);
     double *r = malloc(sizeof(double) * OC * C * 4);
@@ -230,7 +230,7 @@ static void test_matmul_mode(void) {
 
 // --dump DIR: inputs and outputs for tests/test_bf16_torch.py (the PyTorch side):
 // round.f32 (values incl. ties) -> round.u16; x (N, C), W (OC, C), dy (N, OC) ->
-// y = x W^T, dx = dy W, dW = dy^T x under MATMUL_BF16. Raw little-endian arrays.
+// y = x W^T, dx = dy W, dW = dy^T x under PRECISION_BF16. Raw little-endian arrays.
 static void dump(const char *dir) {
     char p[4096];
     const int N = 40, C = 72, OC = 50, R = 1 << 16;
@@ -246,9 +246,9 @@ static void dump(const char *dir) {
     for (int i = 0; i < R; i++) h[i] = bf16_round(v[i]);
     float *x = frand((size_t)N * C), *W = frand((size_t)OC * C), *dy = frand((size_t)N * OC);
     float *y = malloc(4 * N * OC), *dx = malloc(4 * N * C), *dW = malloc(4 * OC * C);
-    matmul_set_precision(MATMUL_BF16);
-    matmul_forward(y, x, W, N, C, OC);
-    matmul_backward(dx, dW, dy, x, W, N, C, OC, 0, 0);
+    matmul_bf16_init();
+    matmul_forward(y, x, W, N, C, OC, PRECISION_BF16);
+    matmul_backward(dx, dW, dy, x, W, N, C, OC, 0, 0, PRECISION_BF16);
     struct { const char *name; const void *p; size_t bytes; } f[] = {
         {"round.f32", v, 4 * R}, {"round.u16", h, 2 * R}, {"x.f32", x, 4 * N * C}, {"W.f32", W, 4 * OC * C},
         {"dy.f32", dy, 4 * N * OC}, {"y.f32", y, 4 * N * OC}, {"dx.f32", dx, 4 * N * C}, {"dW.f32", dW, 4 * OC * C}};
@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
                 for (int acc = 0; acc < 2; acc++) test_gemm(at, bt, shapes[s][0], shapes[s][1], shapes[s][2], acc, 0);
     for (int at = 0; at < 2; at++)
         for (int bt = 0; bt < 2; bt++) test_gemm(at, bt, 37, 50, 70, 1, 5);
-    matmul_set_precision(MATMUL_BF16);
+    matmul_bf16_init();
     test_matmul_mode();
     test_lmhead_single(70, 64, 301, 96, 0);
     test_lmhead_single(70, 64, 301, 32, 96);   // chunks of 32, vocab blocks of 96 (last: 13)

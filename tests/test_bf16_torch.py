@@ -3,7 +3,7 @@
 
 build/tests/test_bf16 --dump writes random values (a quarter of them exact ties between two
 bf16 neighbours, some scaled by 1e30) with our bf16 rounding, and a linear layer's
-forward and backward computed under MATMUL_BF16, on every engine this CPU has (the default,
+forward and backward computed under PRECISION_BF16, on every engine this CPU has (the default,
 then OLMO_BF16_ENGINE=avx512bf16 and emulated). Checked here:
   * rounding: identical bits to torch's float32 -> bfloat16 conversion (nearest, ties to
     even) for every value (none is denormal: there our rounding flushes to zero, as the

@@ -102,12 +102,12 @@ int main(void) {
     model_config_derive(&c7); model_config_derive(&ct);
     if (model_check_size(&c7, 1, 8192, err, sizeof err)) { printf("7B size refused: %s\n", err); return 1; }
     setenv("OLMO_MEM_LIMIT", "1e9", 1);
-    if (!model_check_memory(&c7, 1, 8192, MATMUL_FP32, err, sizeof err)) { printf("7B fits in 1 GB?\n"); return 1; }
+    if (!model_check_memory(&c7, 1, 8192, PRECISION_FP32, err, sizeof err)) { printf("7B fits in 1 GB?\n"); return 1; }
     printf("%s\n", err);
-    if (model_check_memory(&ct, 2, 32, MATMUL_FP32, err, sizeof err)) { printf("tiny refused: %s\n", err); return 1; }
+    if (model_check_memory(&ct, 2, 32, PRECISION_FP32, err, sizeof err)) { printf("tiny refused: %s\n", err); return 1; }
     unsetenv("OLMO_MEM_LIMIT");
-    if (model_check_memory(&ct, 2, 32, MATMUL_FP32, err, sizeof err)) { printf("tiny refused (RAM): %s\n", err); return 1; }
-    double b = model_train_bytes(&c7, 1, 8192, MATMUL_FP32);
+    if (model_check_memory(&ct, 2, 32, PRECISION_FP32, err, sizeof err)) { printf("tiny refused (RAM): %s\n", err); return 1; }
+    double b = model_train_bytes(&c7, 1, 8192, PRECISION_FP32);
     if (b < 16 * 7.0e9) { printf("7B estimate %.3g too low\n", b); return 1; }
     return 0;
 }

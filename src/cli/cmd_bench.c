@@ -91,7 +91,7 @@ static int worker(int argc, char **argv) {
     model_config_derive(&cfg);
     Model m;
     model_create(&m, &cfg, micro, T);
-    model_set_precision(&m, bf16 ? MATMUL_BF16 : MATMUL_FP32);
+    model_set_precision(&m, bf16 ? PRECISION_BF16 : PRECISION_FP32);
     param_init(&m.table, m.params, B_SEED);
     TrainCore tc = {0};
     tc.model = &m;

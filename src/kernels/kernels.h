@@ -11,11 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// ---- matmul precision (a switch of the kernels) -----------------------------------------
-// The CPU ops backend (ops_cpu.c) sets it to its own precision around each matmul and LM-head
-// call; models carry their precision (model_set_precision), so only kernel-level code (the
-// peak calibration, kernel tests) sets it directly.
-// MATMUL_FP32: fp32 operands. MATMUL_BF16: both operands of every matmul (linear layers and
+// ---- precision: an argument of the matmul and LM-head kernels --------------------------
+// The one precision type of olmo.c (train.precision, the Model's and the CPU op table's
+// precision, the kernels' argument). PRECISION_FP32: fp32 operands. PRECISION_BF16: both operands of every matmul (linear layers and
 // the LM head, forward and backward) are rounded to bf16 (round to nearest even), products
 // are accumulated in fp32 and the output stays fp32 -- autocast semantics with fp32
 // outputs. Everything else (norms, RoPE, attention, softmax/loss, optimizer, master
@@ -23,9 +21,9 @@
 // with AVX512_BF16 but no AMX on VDPBF16PS (bf16_amx.c); elsewhere they are emulated
 // (operands rounded, fp32 sgemm): same rounding, different summation order per engine, so
 // bitwise results are per engine.
-typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1 } MatmulPrecision;
-void matmul_set_precision(MatmulPrecision p);
-MatmulPrecision matmul_get_precision(void);
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+// Probe the bf16 engine once, outside parallel regions (AMX asks the kernel for its tiles).
+void matmul_bf16_init(void);
 // "amx", "avx512bf16" or "emulated": the engine of the bf16 matmuls (bf16.h).
 const char *matmul_bf16_engine(void);
 // 1 when this CPU has the instructions of engine `name` (selectable by OLMO_BF16_ENGINE).
@@ -33,11 +31,11 @@ int matmul_bf16_engine_on_cpu(const char *name);
 
 // ---- matmul (nn.Linear without bias): out = inp @ W^T -------------------------------
 // out (N, OC), inp (N, C), W (OC, C). In fp32 one row (N = 1, a decode step) is an sgemv.
-void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC);
+void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p);
 // dinp (N, C) = dout @ W (overwritten, or added when accumulate_dinp);
 // dW (OC, C) = dout^T @ inp (overwritten, or added when accumulate_dW). NULL skips one.
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
-                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW);
+                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p);
 
 // ---- RMSNorm: out = w * x / sqrt(mean(x^2) + eps), rows of length C ---------------------
 // out (N, C) (may not alias inp), rstd (N) saved for backward. in_stride/out_stride: row
@@ -114,7 +112,7 @@ typedef struct { double ce_sum, z_sum; long n_valid; } LossSums;
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
-                                      float *logits_out, float *tok_ce);
+                                      float *logits_out, float *tok_ce, Precision p);
 
 // ---- optimizer helpers over flat ranges -------------------------------------------------------
 // sum of squares in double, deterministic (fixed chunking)

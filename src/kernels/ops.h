@@ -120,13 +120,13 @@ struct OpsBackend {
     const Ops *ops;
     const char *name;        // "cpu", "cuda"
     DType act;               // the activation type of the backend's model
-    MatmulPrecision prec;    // CPU: the matmul rounding (bf16 operands in MATMUL_BF16)
+    Precision prec;    // CPU: the matmul rounding (bf16 operands in PRECISION_BF16)
     void *impl;              // the backend's own state
 };
 
 // The backends of this binary. ops_cpu_create never fails; ops_cuda_create returns NULL
 // with a reason in err when the binary has no CUDA backend or there is no device.
-OpsBackend *ops_cpu_create(MatmulPrecision prec);   // be->prec may be changed between calls
+OpsBackend *ops_cpu_create(Precision prec);   // be->prec may be changed between calls
 OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen);
 void ops_destroy(OpsBackend *be);
 

@@ -16,7 +16,7 @@ void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *p
     model_view(&k->w, t, cfg, params);
     k->max_len = max_len;
     k->max_n = max_n;
-    k->be = ops_cpu_create(MATMUL_FP32);
+    k->be = ops_cpu_create(PRECISION_FP32);
     if (graph_init_kv(&k->graph, k->be, cfg, t, max_n, max_len))
         die("generate: out of memory for a KV cache of %d positions", max_len);
     if (cfg->document_mask) k->doc_start = xmalloc(sizeof(int32_t) * (size_t)max_len);

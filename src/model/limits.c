@@ -22,7 +22,7 @@ static double act_floats_d(const ModelConfig *c, int B, int T) {
     return (double)c->n_layers * per_layer + N * (2 * C + 8) + 2048.0 * c->padded_vocab + (double)T * c->head_dim;
 }
 
-// MATMUL_BF16 workspaces (src/kernels/cpu/bf16*.c, lmhead.c), an upper estimate over both
+// PRECISION_BF16 workspaces (src/kernels/cpu/bf16*.c, lmhead.c), an upper estimate over both
 // engines: the LM head weight packed twice in bf16 (AMX) or copied once in fp32 (emulated),
 // x packed twice, 6 dx partials, per-block row stats, per-thread logits/dlogits blocks, and
 // the two packed (or rounded) operands of the largest layer matmul.
@@ -36,8 +36,8 @@ static double bf16_extra_bytes(const ModelConfig *c, int B, int T) {
     return lmhead + layer;
 }
 
-double model_train_bytes(const ModelConfig *c, int B, int T, MatmulPrecision prec) {
-    double extra = prec == MATMUL_BF16 ? bf16_extra_bytes(c, B, T) : 0.0;
+double model_train_bytes(const ModelConfig *c, int B, int T, Precision prec) {
+    double extra = prec == PRECISION_BF16 ? bf16_extra_bytes(c, B, T) : 0.0;
     return 16.0 * params_d(c) + 4.0 * act_floats_d(c, B, T) + extra;
 }
 
@@ -68,7 +68,7 @@ double model_memory_limit(void) {
     return (double)pages * (double)psz;
 }
 
-int model_check_memory(const ModelConfig *c, int B, int T, MatmulPrecision prec, char *err, size_t n) {
+int model_check_memory(const ModelConfig *c, int B, int T, Precision prec, char *err, size_t n) {
     if (model_check_size(c, B, T, err, n)) return -1;
     double need = model_train_bytes(c, B, T, prec), have = model_memory_limit();
     if (need > have) {

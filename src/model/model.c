@@ -33,7 +33,7 @@ static void alloc_activations(Model *m) {
         die("model: out of memory for the activations of (B=%d, T=%d)", m->max_B, m->max_T);
 }
 
-void model_set_precision(Model *m, MatmulPrecision p) {
+void model_set_precision(Model *m, Precision p) {
     m->prec = p;
     if (m->be) m->be->prec = p;
 }

@@ -18,7 +18,7 @@ typedef struct {
     float *params;      // flat (table.total)
     ModelView w;        // views into params
     int max_B, max_T;
-    MatmulPrecision prec;   // the matmuls' precision (fp32 unless model_set_precision says bf16)
+    Precision prec;   // the matmuls' precision (fp32 unless model_set_precision says bf16)
     OpsBackend *be;     // the CPU backend, at prec
     Graph graph;        // activations for (max_B, max_T); graph.be == NULL until allocated
 } Model;
@@ -31,9 +31,9 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T);
 void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T);
 void model_destroy(Model *m);
 // The precision of this model's matmuls (linear layers and the LM head, forward and
-// backward): MATMUL_BF16 rounds their operands to bf16 (kernels.h); everything else stays
+// backward): PRECISION_BF16 rounds their operands to bf16 (kernels.h); everything else stays
 // fp32. A model starts in fp32; the trainer sets the run's precision and evaluates in fp32.
-void model_set_precision(Model *m, MatmulPrecision p);
+void model_set_precision(Model *m, Precision p);
 // Bytes of activations + scratch for (B, T) (what model_create allocates besides params).
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk);
 

@@ -19,7 +19,6 @@
 #include "train/step.h"
 
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } BackendKind;
-typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
 
 typedef struct Backend Backend;
 

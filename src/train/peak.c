@@ -177,25 +177,23 @@ double peak_calibrate(int bf16, int n, int threads, double *other_cpus) {
     }
     // The first bf16 product also grows the packing workspaces and probes AMX: not timed.
     const int reps = bf16 ? 5 : 4;
-    MatmulPrecision was = matmul_get_precision();
     int was_threads = omp_get_max_threads();
     omp_set_num_threads(threads);
     if (bf16) {
-        matmul_set_precision(MATMUL_BF16);
-        matmul_forward(c, a, b, n, n, n);
+        matmul_bf16_init();
+        matmul_forward(c, a, b, n, n, n, PRECISION_BF16);
     }
     LoadMark mark = load_mark();
     double best = 0;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = now_seconds();
-        if (bf16) matmul_forward(c, a, b, n, n, n);
+        if (bf16) matmul_forward(c, a, b, n, n, n, PRECISION_BF16);
         else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double f = 2.0 * n * (double)n * n / (now_seconds() - t0);
         if (f > best) best = f;
     }
     if (other_cpus) *other_cpus = other_load(mark);
     omp_set_num_threads(was_threads);
-    matmul_set_precision(was);
     free(a);
     free(b);
     free(c);

@@ -15,7 +15,7 @@
 // ranks and binding of the run that measured it) in $XDG_CACHE_HOME/olmo (or ~/.cache/olmo),
 // as "FLOP/s-per-core cores-measured-on":
 //   fp32: OpenBLAS sgemm, file peak-HOST-CORE.txt;
-//   bf16: matmul_forward under MATMUL_BF16 on the engine in force (kernels.h: amx or
+//   bf16: matmul_forward under PRECISION_BF16 on the engine in force (kernels.h: amx or
 //         emulated; operands rounded and packed to bf16, fp32 accumulation, packing included
 //         as in training), file peak-bf16-ENGINE-HOST-CORE.txt.
 // A calibration during which anything else kept this process's CPUs busy (/proc/stat) is

@@ -213,8 +213,8 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     // precision, so runs in different precisions are judged by the same measure (the
     // weights are fp32 anyway). A device hook runs in the run's precision; this switch only
     // concerns the CPU model and is then idle.
-    MatmulPrecision prec = m->prec;
-    model_set_precision(m, MATMUL_FP32);
+    Precision prec = m->prec;
+    model_set_precision(m, PRECISION_FP32);
     eval_run(ev, m, o);
     model_set_precision(m, prec);
     metrics_write(log, o);
@@ -428,7 +428,7 @@ typedef struct {
     long total_steps;
     BackendKind bkind;
     Precision bprec;
-    MatmulPrecision mprec;   // the CPU model's matmuls: the run's precision on the cpu backend, else fp32
+    Precision mprec;   // the CPU model's matmuls: the run's precision on the cpu backend, else fp32
     ModelConfig cfg;
     LoaderConfig lc;
     Loader *loader;
@@ -484,7 +484,7 @@ static void run_plan(Run *u) {
         fail_all(u->rank, 2, u->msg);
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
     // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
-    u->mprec = u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? MATMUL_BF16 : MATMUL_FP32;
+    u->mprec = u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? PRECISION_BF16 : PRECISION_FP32;
 }
 
 // Open the data, the eval sets and the checkpoint before anything is written: bad input

@@ -226,25 +226,24 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
-                                      float *logits_out, float *tok_ce) {
-    const int bf16 = matmul_get_precision() == MATMUL_BF16;
+                                      float *logits_out, float *tok_ce, Precision p) {
+    const int bf16 = p == PRECISION_BF16;
     if (bf16 && bf16_packed())
         return lmhead_bf16_packed(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
     // fp32, and bf16 emulated: x and W are rounded once here (not once per chunk and
     // matmul), each chunk's dlogits before its backward matmuls, and the matmuls run in
-    // fp32 on the rounded values -- the products matmul_* would form under MATMUL_BF16.
+    // fp32 on the rounded values -- the products matmul_* would form under PRECISION_BF16.
     const float *xm = x, *Wm = W;
     if (bf16) {
         xm = bf16_rounded_copy(2, x, (size_t)N * C);
         Wm = bf16_rounded_copy(3, W, (size_t)V * C);
-        matmul_set_precision(MATMUL_FP32);
     }
     LossSums sums = {0.0, 0.0, 0};
     double row_ce[chunk], row_z[chunk];
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int nc = N - n0 < chunk ? N - n0 : chunk;
         float *logits = scratch;                        // (nc, V)
-        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V);
+        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V, PRECISION_FP32);
         if (logits_out) memcpy(logits_out + (size_t)n0 * V, logits, sizeof(float) * (size_t)nc * V);
         loss_rows(logits, nc, V, targets + n0, dx != NULL, z_coef, inv_count, row_ce, row_z,
                   tok_ce ? tok_ce + n0 : NULL);
@@ -252,9 +251,8 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
         if (dx) {
             // dx chunk (nc, C) = dlogits @ W; dW (V, C) (+)= dlogits^T @ x chunk, chunks in order
             const float *dl = bf16 ? bf16_rounded_copy(4, logits, (size_t)nc * V) : logits;
-            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0);
+            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0, PRECISION_FP32);
         }
     }
-    if (bf16) matmul_set_precision(MATMUL_BF16);
     return sums;
 }

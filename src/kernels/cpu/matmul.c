@@ -6,7 +6,7 @@
 // inside a parallel region). Block sizes are a function of the shape alone (about 32
 // blocks, multiples of 64, at least 256 once the dim reaches 1024), never of the thread count, so neither is any
 // result. Large blocks keep the per-call packing of the shared operand cheap.
-// MATMUL_BF16 (kernels.h) packs both operands to bf16 tiles and runs bf16_gemm on AMX or
+// PRECISION_BF16 (kernels.h) packs both operands to bf16 tiles and runs bf16_gemm on AMX or
 // AVX512_BF16, or, without either, multiplies bf16-rounded fp32 copies with the same sgemm_det.
 #include <cblas.h>
 #include <string.h>
@@ -15,12 +15,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/kernels.h"
 
-static MatmulPrecision g_precision = MATMUL_FP32;
-void matmul_set_precision(MatmulPrecision p) {
-    g_precision = p;
-    if (p == MATMUL_BF16) bf16_engine();  // probe once, outside parallel regions
-}
-MatmulPrecision matmul_get_precision(void) { return g_precision; }
+void matmul_bf16_init(void) { bf16_engine(); }
 const char *matmul_bf16_engine(void) { return bf16_engine_name(bf16_engine()); }
 int matmul_bf16_engine_on_cpu(const char *name) {
     for (Bf16Engine e = BF16_EMULATED; e <= BF16_AMX; e++)
@@ -104,8 +99,8 @@ static void sgemv_det(float *out, const float *x, const float *W, int C, int OC)
 }
 
 // out (N, OC) = inp (N, C) @ W^T, W (OC, C)
-void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC) {
-    if (g_precision == MATMUL_BF16) {
+void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p) {
+    if (p == PRECISION_BF16) {
         gemm_bf16(0, 1, N, OC, C, inp, C, W, C, 0, out, OC);
         return;
     }
@@ -117,8 +112,8 @@ void matmul_forward(float *out, const float *inp, const float *W, int N, int C, 
 }
 
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
-                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW) {
-    if (g_precision == MATMUL_BF16) {
+                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p) {
+    if (p == PRECISION_BF16) {
         if (dinp) gemm_bf16(0, 0, N, C, OC, dout, OC, W, C, accumulate_dinp, dinp, C);
         if (dW) gemm_bf16(1, 0, OC, C, N, dout, OC, inp, C, accumulate_dW, dW, C);
         return;

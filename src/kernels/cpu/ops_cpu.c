@@ -79,20 +79,10 @@ static void cpu_embedding_backward(OpsBackend *be, float *dE, const float *dout,
     embedding_backward(dE, dout, tokens_host, N, C);
 }
 
-// The kernels read the process-wide precision; this backend's is in force for one call.
-#define WITH_PRECISION(be, call)                                                  \
-    do {                                                                          \
-        MatmulPrecision was_ = matmul_get_precision();                            \
-        MatmulPrecision p_ = (be)->prec;                                          \
-        if (was_ != p_) matmul_set_precision(p_);                                 \
-        call;                                                                     \
-        if (was_ != p_) matmul_set_precision(was_);                               \
-    } while (0)
-
 static void cpu_matmul_forward(OpsBackend *be, void *out, const void *inp, const void *W, DType t, int N, int C,
                                int OC) {
     need_f32("matmul_forward", t);
-    WITH_PRECISION(be, matmul_forward(out, inp, W, N, C, OC));
+    matmul_forward(out, inp, W, N, C, OC, be->prec);
 }
 
 static void cpu_matmul_backward(OpsBackend *be, void *dinp, DType dinp_t, float *dW, const void *dout,
@@ -100,7 +90,7 @@ static void cpu_matmul_backward(OpsBackend *be, void *dinp, DType dinp_t, float 
                                 int acc_dW) {
     need_f32("matmul_backward", t);
     need_f32("matmul_backward (dinp)", dinp_t);
-    WITH_PRECISION(be, matmul_backward(dinp, dW, dout, inp, W, N, C, OC, acc_dinp, acc_dW));
+    matmul_backward(dinp, dW, dout, inp, W, N, C, OC, acc_dinp, acc_dW, be->prec);
 }
 
 // The residual add after the norm, in place: out = norm(x), then out += resid. IEEE
@@ -202,9 +192,8 @@ static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW,
     }
     float *scratch = c->lm_scratch;
     float *dWt = dW && acc_dW ? xmalloc_aligned(sizeof(float) * (size_t)V * C) : dW;
-    LossSums s;
-    WITH_PRECISION(be, s = lmhead_loss_forward_backward(dx, dWt, x, W, targets, N, C, V, z_coef, inv_count, scratch,
-                                                        CPU_LM_CHUNK, logits_host, tok_ce_host));
+    LossSums s = lmhead_loss_forward_backward(dx, dWt, x, W, targets, N, C, V, z_coef, inv_count, scratch,
+                                              CPU_LM_CHUNK, logits_host, tok_ce_host, be->prec);
     if (dWt != dW) {
         add_inplace(dW, dWt, (size_t)V * C);
         free(dWt);
@@ -251,17 +240,13 @@ static const Ops CPU_OPS = {
     .sumsq = cpu_sumsq, .scale = cpu_scale, .add = cpu_add, .adamw = cpu_adamw,
 };
 
-OpsBackend *ops_cpu_create(MatmulPrecision prec) {
+OpsBackend *ops_cpu_create(Precision prec) {
     OpsBackend *be = xcalloc(1, sizeof *be);
     be->impl = xcalloc(1, sizeof(CpuOps));
     be->ops = &CPU_OPS;
     be->name = "cpu";
     be->act = DT_F32;
     be->prec = prec;
-    if (prec == MATMUL_BF16) {   // probe the bf16 engine once, outside parallel regions
-        MatmulPrecision was = matmul_get_precision();
-        matmul_set_precision(MATMUL_BF16);
-        matmul_set_precision(was);
-    }
+    if (prec == PRECISION_BF16) matmul_bf16_init();
     return be;
 }

@@ -284,7 +284,7 @@ extern "C" OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen) {
     be->ops = &CUDA_OPS;
     be->name = "cuda";
     be->act = act;
-    be->prec = MATMUL_FP32;
+    be->prec = PRECISION_FP32;
     be->impl = c;
     return be;
 }
