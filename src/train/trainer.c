@@ -245,16 +245,8 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     fflush(stdout);
 }
 
-// The schedule a recipe trains with.
-static void schedule_of(const Recipe *r, Schedule *s) {
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", r->schedule);
-    s->peak = r->lr;
-    s->warmup = r->warmup_steps;
-    s->max_steps = recipe_total_steps(r);
-    s->alpha_f = r->alpha_f;
-    s->decay_steps = r->decay_steps;
-}
+// The schedule a recipe trains with (optim.c).
+static void schedule_of(const Recipe *r, Schedule *s) { schedule_from_recipe(r, s); }
 
 // Keys whose change moves the learning rate of the coming steps.
 static int moves_lr(const char *key) {
