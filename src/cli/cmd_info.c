@@ -97,8 +97,8 @@ static void print_lr_at(const Recipe *r, const char *list) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda] [--lr-at S,...]\n"
-            "  Prints parameter counts (total, non-embedding), FLOPs/token (OLMo-core count and the\n"
-            "  sliding-window-aware count, OLMO3.md s.8) at the recipe's sequence length, and the memory\n"
+            "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
+            "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
@@ -156,8 +156,8 @@ int cmd_info(int argc, char **argv) {
     printf("            %zu non-embedding (LM head included), %zu embedding\n", n - emb, emb);
     double f1 = model_flops_per_token_olmo_core(&cfg, seq_len), f2 = model_flops_per_token_window(&cfg, seq_len);
     printf("FLOPs/token at seq_len %d (training, fwd+bwd):\n", seq_len);
-    printf("  OLMo-core count (6N + 12 L H Dh T):             %.4g GFLOP\n", f1 / 1e9);
-    printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP\n", f2 / 1e9);
+    printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP   (MFU's count; current OLMo-core's)\n", f2 / 1e9);
+    printf("  OLMo-core v2.3 count (6N + 12 L H Dh T):        %.4g GFLOP   (metrics: mfu_olmo_core_v2_3)\n", f1 / 1e9);
     double P = (double)n;
     double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
     // The deterministic gradient tree (optim.h GradAcc) holds up to floor(log2(k)) + 1
