@@ -18,7 +18,9 @@
 #  2. A stopped run does not move the schedule: schedule.t_max (steps) and t_max_tokens
 #     give the same LR whatever train.max_steps is; wsd ends at its decay_min_lr.
 #  3. A real (tiny) training run: the lr of every metrics.jsonl record is the formula's
-#     (bitwise, half_cos_with_warmup over a t_max past the run's end).
+#     (bitwise, half_cos_with_warmup over a t_max past the run's end); and stage 1's two
+#     parts in miniature (a cosine stopped early, resumed with its state under a half cosine).
+#  4. Bad schedule input: exit 2 naming the recipe and the key, nothing written.
 import json, math, os, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,6 +182,33 @@ if p.returncode == 0:
     for r in tr:
         want = half_cos_with_warmup(0.003, r["step"], 25, 3)
         check(r["lr"] == want, f"run step {r['step']}: lr {r['lr']!r}, OLMo-core {want!r}")
+
+# 3b. Stage 1's two parts in miniature: part 1 a cosine over t_max 20 stopped at step 6, part 2
+#     resumes its checkpoint with trainer and optimizer state (train.load_path,
+#     load_trainer_state, load_optim) under a half cosine (warmup 20 // 2 + 2 // 2 = 11,
+#     t_max 30) to step 12: steps 7..12 continue the count and train at part 2's LRs.
+rec1 = [rec, "schedule.t_max=20", f"train.run_dir={TMP}/p1", "ckpt.interval=0"]
+rec2 = [rec, "schedule.name=half_cos_with_warmup", "schedule.warmup_steps=11", "schedule.t_max=30", "train.max_steps=12",
+        f"train.run_dir={TMP}/p2", f"train.load_path={TMP}/p1", "train.load_trainer_state=true", "train.load_optim=true",
+        "ckpt.interval=0"]
+p = subprocess.run([OLMO, "train", *rec1], capture_output=True, text=True, env=env)
+check(p.returncode == 0, f"part 1: exit {p.returncode}: {p.stderr[-1500:]}")
+p = subprocess.run([OLMO, "train", *rec2], capture_output=True, text=True, env=env)
+check(p.returncode == 0, f"part 2: exit {p.returncode}: {p.stdout[-1500:]} {p.stderr[-1500:]}")
+if p.returncode == 0:
+    t1r = [json.loads(l) for l in open(os.path.join(TMP, "p1", "metrics.jsonl"))]
+    t2r = [json.loads(l) for l in open(os.path.join(TMP, "p2", "metrics.jsonl"))]
+    t1r = [r for r in t1r if r.get("kind") == "train"]
+    t2r = [r for r in t2r if r.get("kind") == "train"]
+    check([r["step"] for r in t1r] == list(range(1, 7)) and [r["step"] for r in t2r] == list(range(7, 13)),
+          f"part steps {[r['step'] for r in t1r]} {[r['step'] for r in t2r]}")
+    for r in t1r:
+        want = cos_with_warmup(0.003, r["step"], 20, 2)
+        check(abs(r["lr"] - want) <= 1e-12 * 0.003, f"part 1 step {r['step']}: lr {r['lr']!r}, OLMo-core {want!r}")
+    for r in t2r:
+        want = half_cos_with_warmup(0.003, r["step"], 30, 11)
+        check(r["lr"] == want, f"part 2 step {r['step']}: lr {r['lr']!r}, OLMo-core {want!r}")
+    check(t2r[0]["tokens"] == 7 * 256, f"part 2 continues the token count: {t2r[0]['tokens']}")
 
 # 4. bad input: exit 2, the recipe file, the key, what was expected; nothing written
 for ov, want in [(["schedule.name=half_cos"], "r.yml: schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got 'half_cos'"),
