@@ -6,7 +6,8 @@
 # tail dropped (NumpyFSLDataset). Exact (integers and paths).
 #  1. The official OLMo 3 stage-1 mix (configs/olmo3-7b-stage1.yml) with fake sizes (the
 #     1016 files need not exist): the first served instances' file and token offset.
-#  2. The stage-2 and stage-3 mixes resolve (file count, first and last path).
+#  2. The stage-2 and stage-3 mixes resolve (file count, first and last path); stage 1's
+#     eval.sets are the v3-small-ppl-validation mix.
 #  3. Bad input: a path without {TOKENIZER}, no value for it, an unknown mix name, a line
 #     that is not label,path, --sizes with the wrong count: exit 2, the file, line and key.
 import os, random, subprocess, sys, tempfile
@@ -93,6 +94,17 @@ for cfg, mix, n in [("configs/olmo3-7b-stage2.yml", "OLMo-midtraining-mix-0625-1
     lines = p.stdout.splitlines()
     check(p.returncode == 0 and len(lines) == 2 * n and lines[0].split()[1] == ps[0] and lines[-1].split()[1] == ps[-1]
           and lines[-1].split()[2] == str(seq), f"{cfg}: exit {p.returncode} {p.stderr[-300:]} {lines[:1]} {lines[-1:]}")
+
+# 2b. stage 1's eval.sets are the v3-small-ppl-validation mix ({TOKENIZER} = dolma2-tokenizer,
+#     OLMo-core mixes/__init__.py:85-89) under the same base directory, in its order
+want = []
+for line in open(os.path.join(ROOT, "configs", "mixes", "v3-small-ppl-validation.txt")):
+    if line.strip() and not line.startswith("#"):
+        label, path = line.strip().split(",")
+        want.append(f"{label}=/data/ai2-llm/" + path.replace("{TOKENIZER}", "dolma2-tokenizer"))
+for cfg in ("configs/olmo3-7b-stage1.yml", "configs/olmo3-7b-stage1-part2.yml"):
+    got = [l.strip()[2:] for l in open(os.path.join(ROOT, cfg)) if l.strip().startswith("- ") and "-validation=" in l]
+    check(got == want and len(want) == 11, f"{cfg}: eval.sets {got} != {want}")
 
 # 3. bad input
 rec = os.path.join(TMP, "r.yml")
