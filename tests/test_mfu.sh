@@ -6,7 +6,10 @@
 #     100.0 GFLOP/s" with N = min(CPUs, ranks) (each core once, not once per rank), the
 #     metrics' peak_flops is N x 1e11, and every step's mfu = tokens_per_s x
 #     flops_per_token / peak_flops (1e-12 relative) and <= 1; flops_per_token matches
-#     `olmo info` (4 digits). More ranks than CPUs is said (OVERSUBSCRIBED) on the startup line.
+#     `olmo info`'s sliding-window-aware count (4 digits), the headline; beside it
+#     mfu_olmo_core_v2_3 = tokens_per_s x flops_per_token_olmo_core_v2_3 / peak_flops with
+#     that field `olmo info`'s OLMo-core v2.3 count, and the startup line names both.
+#     More ranks than CPUs is said (OVERSUBSCRIBED) on the startup line.
 #  2. No perf.peak_flops, 2 ranks, empty cache: the sgemm peak is calibrated per core and
 #     multiplied by the cores used; the stated figure is the metrics' peak_flops (0.1 GFLOP/s),
 #     the formula holds and MFU <= 100%. A quiet calibration is cached (the next runs, W = 2,
@@ -20,9 +23,10 @@ export XDG_CACHE_HOME=$TMP/cache
 
 # check DIR CORES PEAK_PER_CORE(0: calibrated) OVERSUBSCRIBED(0/1)
 check() {
-  $PY - "$1" "$2" "$3" "$4" "$("$OLMO" info "$TMP/r.yml" | grep 'OLMo-core count')" <<'PY'
+  $PY - "$1" "$2" "$3" "$4" "$("$OLMO" info "$TMP/r.yml" | grep 'sliding-window-aware count')" \
+    "$("$OLMO" info "$TMP/r.yml" | grep 'OLMo-core v2.3 count')" <<'PY'
 import json, re, sys
-d, cores, per, over, info = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == '1', sys.argv[5]
+d, cores, per, over, info, info23 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == '1', sys.argv[5], sys.argv[6]
 log = open(d + '.log').read()
 start = next(l for l in log.splitlines() if l.startswith('olmo train:'))
 assert ('OVERSUBSCRIBED' in start) == over, f'oversubscription not stated right ({over}): {start}'
@@ -36,6 +40,10 @@ tr = [json.loads(l) for l in open(d + '/metrics.jsonl')]
 tr = [r for r in tr if r.get('kind') == 'train']
 assert tr, 'no train records'
 fpt = float(re.search(r'([0-9.e+-]+) GFLOP', info)[1]) * 1e9
+fpt23 = float(re.search(r'([0-9.e+-]+) GFLOP', info23)[1]) * 1e9
+assert re.search(r'^MFU: window-aware count [0-9.]+ GFLOP/token \(OLMo-core v2.3 count [0-9.]+: mfu_olmo_core_v2_3\)', log, re.M), \
+    'the MFU line does not name both counts'
+assert fpt23 >= fpt, (fpt23, fpt)
 for r in tr:
     peak = r['peak_flops']
     if per > 0: assert peak == cores * per, (peak, cores * per)
@@ -43,6 +51,9 @@ for r in tr:
     assert abs(r['flops_per_token'] - fpt) <= 5e-4 * fpt, (r['flops_per_token'], fpt)
     want = r['tokens_per_s'] * r['flops_per_token'] / peak
     assert abs(r['mfu'] - want) <= 1e-12 * want, (r['step'], r['mfu'], want)
+    assert abs(r['flops_per_token_olmo_core_v2_3'] - fpt23) <= 5e-4 * fpt23, (r['flops_per_token_olmo_core_v2_3'], fpt23)
+    want23 = r['tokens_per_s'] * r['flops_per_token_olmo_core_v2_3'] / peak
+    assert abs(r['mfu_olmo_core_v2_3'] - want23) <= 1e-12 * want23, (r['step'], r['mfu_olmo_core_v2_3'], want23)
     assert 0 < r['mfu'] <= 1.0, f"step {r['step']}: MFU {r['mfu']:.3f} above 100%"
 print(f'{d}: {n} core(s) x {pc} GFLOP/s, MFU {min(r["mfu"] for r in tr):.3%}..{max(r["mfu"] for r in tr):.3%} ({src})')
 PY

@@ -312,7 +312,11 @@ static void test_errors(void) {
         {"optim.max_grad_norm=-1", "optim.max_grad_norm must be >= 0"},
         {"optim.skip_step_sigma=0", "optim.skip_step_sigma must be > 0"},
         {"optim.skip_step_window=1", "optim.skip_step_window must be > 1"},
-        {"schedule.name=exp", "schedule.name must be one of cosine, linear, constant, wsd; got 'exp'"},
+        {"schedule.name=exp", "schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got 'exp'"},
+        {"schedule.t_max=-1", "schedule.t_max must be >= 0 steps"},
+        {"schedule.t_max_tokens=-5", "schedule.t_max_tokens must be >= 0 tokens"},
+        {"data.mix=a:1,OLMo-mix-0625-official", "data.mix: 'OLMo-mix-0625-official': expected source:share[:max_repeat] items, or one OLMo-core mix NAME alone"},
+        {"data.mix=OLMo-mix-0625-official", "data.mix: 'OLMo-mix-0625-official': expected source:share[:max_repeat] items for data.paths / data.sources, or one OLMo-core mix NAME without them"},
         {"schedule.warmup_steps=-1", "schedule.warmup_steps must be >= 0"},
         {"schedule.alpha_f=1.5", "schedule.alpha_f must be in [0, 1]"},
         {"schedule.name=wsd", "wsd needs schedule.decay_steps > 0"},
@@ -331,6 +335,36 @@ static void test_errors(void) {
     char *w2[] = {"schedule.name=wsd", "schedule.decay_steps=5"};
     recipe_load(&r, ok, 2, w2);
     CHECK(r.decay_steps == 5, "wsd ok");
+    // the schedule's own length (schedule.t_max / t_max_tokens), not the run's
+    char *t1[] = {"schedule.t_max=5", "schedule.t_max_tokens=100"};
+    expect_fail_ov("t_max twice", ok, 2, t1, "ok.yml: schedule.t_max (5 steps) and schedule.t_max_tokens (100) are both given");
+    char *t2[] = {"schedule.name=wsd", "schedule.decay_steps=5", "schedule.warmup_steps=6", "schedule.t_max=8"};
+    expect_fail_ov("wsd past t_max", ok, 4, t2, "exceed the 8 schedule (schedule.t_max) steps");
+    char *t3[] = {"schedule.name=wsd", "schedule.decay_steps=5", "schedule.warmup_steps=6", "schedule.t_max=20"};
+    recipe_load(&r, ok, 4, t3);
+    CHECK(recipe_schedule_steps(&r) == 20 && recipe_total_steps(&r) == 10, "t_max 20 of a 10-step run: %ld",
+          recipe_schedule_steps(&r));
+    char *t7[] = {"schedule.name=half_cos_with_warmup", "schedule.warmup_steps=10"};
+    expect_fail_ov("half cos warmup", ok, 2, t7,
+                   "ok.yml: schedule.name half_cos_with_warmup needs schedule.warmup_steps (10) below the schedule's 10 steps");
+    char *t4[] = {"schedule.name=wsd", "schedule.decay_steps=5", "schedule.warmup_steps=1", "schedule.decay_min_lr=1e-3"};
+    expect_fail_ov("wsd decay_min_lr", ok, 4, t4, "ok.yml: schedule.decay_min_lr must be in [0, optim.lr = 0.001), got 0.001");
+    // 8 x 64 = 512 tokens a step: 5121 tokens are 11 steps (ceil, as OLMo-core's Duration.tokens), 5120 are 10
+    char *t5[] = {"schedule.t_max_tokens=5121"};
+    recipe_load(&r, ok, 1, t5);
+    CHECK(recipe_schedule_steps(&r) == 11, "t_max_tokens 5121: %ld steps", recipe_schedule_steps(&r));
+    char *t6[] = {"schedule.t_max_tokens=5120"};
+    recipe_load(&r, ok, 1, t6);
+    CHECK(recipe_schedule_steps(&r) == 10, "t_max_tokens 5120: %ld steps", recipe_schedule_steps(&r));
+    recipe_load(&r, ok, 0, NULL);
+    CHECK(recipe_schedule_steps(&r) == 10, "no t_max: the run's %ld steps", recipe_schedule_steps(&r));
+    // data.mix NAME: with no data.paths, it needs its base directory
+    char *m1[] = {"data.paths=", "data.mix=OLMo-mix-0625-official"};
+    expect_fail_ov("mix without base dir", ok, 2, m1,
+                   "ok.yml: data.mix_base_dir: data.mix 'OLMo-mix-0625-official' needs the directory its paths are relative to");
+    char *m2[] = {"data.paths=", "data.mix=OLMo-mix-0625-official", "data.mix_base_dir=/data"};
+    recipe_load(&r, ok, 3, m2);
+    CHECK(recipe_mix_name(&r) && !strcmp(recipe_mix_name(&r), "OLMo-mix-0625-official"), "mix name");
 #undef WITH
 }
 
@@ -362,6 +396,27 @@ static void test_print_keys(void) {
 // configs/olmo3-7b-stage3.yml carries every number of OLMo 3's long-context stage
 // (OLMO3.md s.4, OLMo-core's OLMo-3-1025-7B-long-context.py), and the YaRN tables go to
 // the full-attention layers only.
+// The OLMo 3 stage configs: the numbers of OLMo-core's official scripts (docs/reproducing-olmo3.md).
+static void test_stage12_configs(void) {
+    Recipe r;
+    recipe_load(&r, "configs/olmo3-7b-stage1.yml", 0, NULL);
+    CHECK(recipe_total_steps(&r) == 597046 && recipe_schedule_steps(&r) == 1192093 && !strcmp(r.schedule, "cosine") &&
+          r.warmup_steps == 2000 && r.alpha_f == 0.1 && r.lr == 3e-4, "stage 1 part 1: %ld of %ld steps",
+          recipe_total_steps(&r), recipe_schedule_steps(&r));
+    CHECK(!strcmp(recipe_mix_name(&r), "OLMo-mix-0625-official") && r.data_seed == 34521 && r.global_batch == 512,
+          "stage 1 data");
+    recipe_load(&r, "configs/olmo3-7b-stage1-part2.yml", 0, NULL);
+    CHECK(recipe_total_steps(&r) == 1413814 && recipe_schedule_steps(&r) == 1668931 &&
+          !strcmp(r.schedule, "half_cos_with_warmup") && r.warmup_steps == 1192092 / 2 + 2000 / 2 &&
+          r.load_optim && r.load_trainer_state && !strcmp(r.load_path, "runs/olmo3-7b/stage1"),
+          "stage 1 part 2: %ld of %ld steps", recipe_total_steps(&r), recipe_schedule_steps(&r));
+    recipe_load(&r, "configs/olmo3-7b-stage2.yml", 0, NULL);
+    CHECK(recipe_total_steps(&r) == 47684 && recipe_schedule_steps(&r) == 47684 && r.lr == 2.0712352850360292e-4 &&
+          !strcmp(r.schedule, "linear") && r.warmup_steps == 0 && r.alpha_f == 0 && r.data_seed == 1337 &&
+          !strcmp(recipe_mix_name(&r), "OLMo-midtraining-mix-0625-100B") && r.load_optim && !r.load_trainer_state,
+          "stage 2: %ld steps, lr %.17g", recipe_total_steps(&r), r.lr);
+}
+
 static void test_stage3_config(void) {
     Recipe r;
     recipe_load(&r, "configs/olmo3-7b-stage3.yml", 0, NULL);
@@ -383,6 +438,7 @@ static void test_stage3_config(void) {
 int main(int argc, char **argv) {
     (void)argc;
     blas_core_init(argv);
+    test_stage12_configs();
     test_stage3_config();
     snprintf(dir, sizeof dir, "%s/olmo_recipe_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }

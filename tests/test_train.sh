@@ -55,7 +55,7 @@ echo "divergence: stopped after 16 skipped non-finite steps, weights finite"
 out=$("$OLMO" info configs/olmo3-7b-stage1.yml --world 512)
 echo "$out" | grep -q "7298617344 total" || fail "7B parameter count"
 echo "$out" | grep -q "7298011136 with vocab 100278" || fail "7B parameter count at the real vocab"
-echo "$out" | grep -q "OLMo-core count.*54.21 GFLOP" || fail "7B OLMo-core FLOPs/token"
+echo "$out" | grep -q "OLMo-core v2.3 count.*54.21 GFLOP" || fail "7B OLMo-core v2.3 FLOPs/token"
 echo "$out" | grep -q "sliding-window-aware count.*49.38 GFLOP" || fail "7B window-aware FLOPs/token"
 "$OLMO" info olmo3-7b | grep -q "7298617344 total" || fail "info on the preset"
 echo "info: 7,298,617,344 parameters, 54.21 / 49.38 GFLOP/token"

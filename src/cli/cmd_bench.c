@@ -315,7 +315,7 @@ static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
         if (mc[p].tps <= 0) { b->failed = 1; continue; }
         ModelConfig cfg = bc->cfg;
         model_config_derive(&cfg);
-        double mfu = mc[p].tps * model_flops_per_token_olmo_core(&cfg, bc->T) / b->peak[p];
+        double mfu = mc[p].tps * model_flops_per_token_window(&cfg, bc->T) / b->peak[p];   // MFU's count (performance.md)
         b->over += mfu > 1;
         print_c(PREC[p], b->eng[p], b->width, 11, mc[p].tps);
         printf(" | MFU %5.1f%% of %s peak | peak RSS %.2f GiB | loss %.4f", 100 * mfu, PREC[p], mc[p].rss_gib,

@@ -3,7 +3,7 @@
 //       sources, files, instances available/used, repeat factors, batches per epoch,
 //       fingerprint.
 //   olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K] [--batches]
-//                   [--rank R --world W]
+//                   [--rank R --world W] [--where] [--sizes FILE]
 //       the instance order, one id per line (ids index the mixed instance list; without
 //       a mixture instance i is the i-th seq_len chunk of the files in recipe order).
 //       Without --rank: epoch E's full global order, numpy's
@@ -11,7 +11,9 @@
 //       so it can be diffed against OLMo-core. --batches: one global batch per line
 //       (whole batches only, as the loader serves them). With --rank/--world: what that
 //       rank is served, batch by batch, in the loader's micro-batch composition
-//       (including the loader.debug_double_shard bug when it is on).
+//       (including the loader.debug_double_shard bug when it is on). --where: each id with
+//       the file it is read from and its first token's offset there. --sizes FILE: the
+//       files' sizes from FILE instead of the files (which need not exist), implies --where.
 //   olmo data verify RECIPE [key=value ...] | MANIFEST
 //       the token files against their manifest's sha256 (src/cli/cmd_data_verify.c).
 #include <inttypes.h>
@@ -32,12 +34,16 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo data info  RECIPE [key=value ...] [--json]\n"
             "       olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K]\n"
-            "                       [--batches] [--rank R --world W]\n"
+            "                       [--batches] [--rank R --world W] [--where] [--sizes FILE]\n"
             "       olmo data verify RECIPE [key=value ...] | MANIFEST\n"
             "  info   sources, instances available/used, mixture repeat factors, fingerprint\n"
             "  order  the global instance order of epoch E (default 1; seed + E), one id per\n"
             "         line from position S; --batches: one global batch per line; --rank/--world:\n"
             "         what that rank is served per batch. --count: lines to print (default all).\n"
+            "         --where: 'id file token_offset' per line (where the instance is read from).\n"
+            "         --sizes FILE: take the files' sizes from FILE, one line per file of the recipe\n"
+            "         in order, 'BYTES' or 'PATH BYTES' (as stat -c '%%n %%s' prints), instead of\n"
+            "         the files (they need not exist); implies --where, not with --rank.\n"
             "  verify the token files (a recipe's, each checked against the manifest.json next to\n"
             "         it; or all of a MANIFEST's: manifest.json or its directory) against the sha256\n"
             "         `olmo prepare` recorded; one line per file (ok with GB/s, BAD, or UNLISTED\n"
@@ -50,6 +56,41 @@ static uint64_t parse_u64(const char *opt, const char *s) {
     uint64_t v = strtoull(s, &end, 10);
     if (*end) die_input("olmo data: %s: '%s' is not a non-negative integer", opt, s);
     return v;
+}
+
+// --sizes FILE: each of the configuration's files' size in tokens, in order (bad line: exit 2).
+static uint64_t *read_sizes(const char *file, const LoaderConfig *c) {
+    int n = 0;
+    for (int s = 0; s < c->n_sources; s++) n += c->sources[s].n_files;
+    uint64_t *out = xmalloc((size_t)(n ? n : 1) * sizeof(uint64_t));
+    FILE *f = fopen(file, "r");
+    if (!f) die_input("olmo data order: --sizes: cannot read '%s'", file);
+    char *line = NULL;
+    size_t cap = 0;
+    int k = 0, ln = 0;
+    for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
+        ln++;
+        char a[4096], b[64], extra[2];
+        int m = sscanf(line, "%4095s %63s %1s", a, b, extra);
+        if (m <= 0 || a[0] == '#') continue;
+        const char *num = m == 1 ? a : b;
+        if (k >= n) die_input("%s:%d: --sizes: more lines than the recipe's %d files", file, ln, n);
+        int s = 0, i = k;
+        while (i >= c->sources[s].n_files) i -= c->sources[s++].n_files;
+        const char *want = c->sources[s].files[i];
+        if (m == 3 || (m == 2 && strcmp(a, want)))
+            die_input("%s:%d: --sizes: expected 'BYTES' or '%s BYTES' (file %d of the recipe), got '%.200s'", file, ln,
+                      want, k + 1, a);
+        char *end;
+        unsigned long long v = strtoull(num, &end, 10);
+        if (*end || num[0] == '-' || v % 4)
+            die_input("%s:%d: --sizes: '%s' is not a size in bytes (a multiple of 4: uint32 tokens)", file, ln, num);
+        out[k++] = v / 4;
+    }
+    free(line);
+    fclose(f);
+    if (k != n) die_input("%s: --sizes: %d sizes for the recipe's %d files", file, k, n);
+    return out;
 }
 
 int cmd_data(int argc, char **argv) {
@@ -67,7 +108,8 @@ int cmd_data(int argc, char **argv) {
     if (argc < 3) die_input("olmo data %s: give a recipe file", sub);
     const char *path = argv[2];
     char **ov = xmalloc((size_t)argc * sizeof(char *));
-    int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0;
+    int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0, where = 0;
+    const char *sizes = NULL;
     uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
@@ -78,11 +120,14 @@ int cmd_data(int argc, char **argv) {
         else if (!strcmp(a, "--rank")) { rank = parse_u64(a, v); has_rank = 1; i++; }
         else if (!strcmp(a, "--world")) { world = parse_u64(a, v); has_world = 1; i++; }
         else if (!strcmp(a, "--batches")) batches = 1;
+        else if (!strcmp(a, "--where")) where = 1;
+        else if (!strcmp(a, "--sizes") && v) { sizes = v; where = 1; i++; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (a[0] != '-' && strchr(a, '=')) ov[n_ov++] = argv[i];
         else die_input("olmo data %s: unknown argument '%s' (overrides are key=value)", sub, a);
     }
     if (has_rank != has_world) die_input("olmo data order: give --rank and --world together");
+    if (where && (has_rank || batches)) die_input("olmo data order: --where / --sizes go without --rank and --batches");
     if (world < 1 || world > 4096 || rank >= world)
         die_input("olmo data order: --rank %" PRIu64 " --world %" PRIu64 " is invalid", rank, world);
 
@@ -92,8 +137,10 @@ int cmd_data(int argc, char **argv) {
     recipe_loader_config(&r, &cfg, (int)world, (int)rank);
     cfg.prefetch = 0;
     cfg.verbose = 0;
+    uint64_t *fake = sizes ? read_sizes(sizes, &cfg) : NULL;
+    cfg.fake_tokens = fake;
     Loader *L = loader_create(&cfg);
-    recipe_loader_config_free(&cfg);
+    free(fake);
 
     if (!strcmp(sub, "info")) {
         if (json) {
@@ -115,7 +162,16 @@ int cmd_data(int argc, char **argv) {
             for (uint64_t b = start, k = 0; b < nb && k < count; b++, k++)
                 for (uint64_t i = 0; i < gb; i++) printf("%" PRIu32 "%c", perm[b * gb + i], i + 1 < gb ? ' ' : '\n');
         } else {
-            for (uint64_t i = start, k = 0; i < N && k < count; i++, k++) printf("%" PRIu32 "\n", perm[i]);
+            for (uint64_t i = start, k = 0; i < N && k < count; i++, k++) {
+                if (!where) {
+                    printf("%" PRIu32 "\n", perm[i]);
+                    continue;
+                }
+                const char *file;
+                uint64_t off;
+                loader_instance_where(L, perm[i], &file, &off);
+                printf("%" PRIu32 " %s %" PRIu64 "\n", perm[i], file, off);
+            }
         }
         free(perm);
     } else {
@@ -146,6 +202,7 @@ int cmd_data(int argc, char **argv) {
         free(tg);
     }
     loader_free(L);
+    recipe_loader_config_free(&cfg);
     free(ov);
     return 0;
 }

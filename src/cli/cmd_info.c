@@ -1,6 +1,7 @@
-// cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]`:
-// parameter counts, FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank
-// needs (with --backend cuda: per GPU, from the CUDA allocator's own plan).
+// cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
+// [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of OLMO3.md s.8, the
+// memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
+// the recipe's learning rate at the given steps.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "recipe/recipe.h"
+#include "train/optim.h"
 #include "train/peak.h"
 #include "util/blas_core.h"
 #include "util/common.h"
@@ -76,17 +78,36 @@ static void print_peaks(void) {
     }
 }
 
+// --lr-at: the recipe's LR at each step of a comma-separated list (bad list: exit 2).
+static void print_lr_at(const Recipe *r, const char *list) {
+    Schedule s;
+    schedule_from_recipe(r, &s);
+    printf("lr schedule %s: peak %.17g, warmup %ld, t_max %ld steps, alpha_f %g, decay_steps %ld, decay_min_lr %g\n",
+           s.name, s.peak, s.warmup, s.max_steps, s.alpha_f, s.decay_steps, s.decay_min_lr);
+    const char *p = list;
+    do {
+        char *end;
+        long step = strtol(p, &end, 10);
+        if (end == p || step < 0 || (*end && *end != ','))
+            die_input("--lr-at: expected comma-separated steps >= 0, got '%s'", list);
+        printf("  lr at step %ld: %.17g\n", step, schedule_lr(&s, step));
+        p = *end ? end + 1 : end;
+    } while (*p);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
-            "  Prints parameter counts (total, non-embedding), FLOPs/token (OLMo-core count and the\n"
-            "  sliding-window-aware count, OLMO3.md s.8) at the recipe's sequence length, and the memory\n"
+            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda] [--lr-at S,...]\n"
+            "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
+            "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
             "  activation recompute (OLMO_CUDA_RECOMPUTE=1), exactly what the CUDA allocator requests.\n"
             "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
-            "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n");
+            "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n"
+            "  --lr-at S1,S2,...: a recipe's learning rate at those optimizer steps (step 1 = the first\n"
+            "  update), %%.17g, by the schedule the run trains with (schedule.*, its length t_max).\n");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -95,13 +116,14 @@ int cmd_info(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     int world = 1;
-    const char *backend = "cpu";
+    const char *backend = "cpu", *lr_at = NULL;
     const char *what = argv[1];
     char **ov = xcalloc((size_t)argc, sizeof(char *));
     int nov = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+        else if (!strcmp(argv[i], "--lr-at") && i + 1 < argc) lr_at = argv[++i];
         else ov[nov++] = argv[i];
     }
     if (world < 1) die_input("--world must be >= 1");
@@ -111,6 +133,7 @@ int cmd_info(int argc, char **argv) {
     const ModelPreset *pre = model_preset_find(what);
     ModelConfig cfg;
     int seq_len, micro;
+    if (pre && lr_at) die_input("--lr-at needs a recipe (its schedule), not the preset '%s'", what);
     if (pre) {
         cfg = pre->cfg;
         model_config_derive(&cfg);
@@ -123,6 +146,7 @@ int cmd_info(int argc, char **argv) {
         seq_len = r.seq_len;
         micro = r.micro_batch;
         printf("recipe %s (model %s)\n", what, r.model_preset[0] ? r.model_preset : "explicit dims");
+        if (lr_at) print_lr_at(&r, lr_at);
     }
     size_t n = model_num_params(&cfg), emb = model_num_params_embedding(&cfg);
     size_t n_real_vocab = n - 2 * (size_t)(cfg.padded_vocab - cfg.vocab_size) * cfg.d_model;
@@ -133,8 +157,8 @@ int cmd_info(int argc, char **argv) {
     printf("            %zu non-embedding (LM head included), %zu embedding\n", n - emb, emb);
     double f1 = model_flops_per_token_olmo_core(&cfg, seq_len), f2 = model_flops_per_token_window(&cfg, seq_len);
     printf("FLOPs/token at seq_len %d (training, fwd+bwd):\n", seq_len);
-    printf("  OLMo-core count (6N + 12 L H Dh T):             %.4g GFLOP\n", f1 / 1e9);
-    printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP\n", f2 / 1e9);
+    printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP   (MFU's count; current OLMo-core's)\n", f2 / 1e9);
+    printf("  OLMo-core v2.3 count (6N + 12 L H Dh T):        %.4g GFLOP   (metrics: mfu_olmo_core_v2_3)\n", f1 / 1e9);
     double P = (double)n;
     double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
     // The deterministic gradient tree (optim.h GradAcc) holds up to floor(log2(k)) + 1

@@ -25,7 +25,8 @@ static void usage(FILE *f) {
             "  unless train.allow_recipe_change lists them (e.g. train.allow_recipe_change=optim.lr);\n"
             "  the model never changes (a new train.run_dir with train.load_path). Every recipe a run\n"
             "  trained under stays in RUN_DIR/recipes/step-N.yml (docs/checkpoints.md).\n"
-            "  MFU: the job's model FLOP/s (OLMo-core count 6N + 12 L H Dh T, x the global tokens/s)\n"
+            "  MFU: the job's model FLOP/s (window-aware count: 6N + 12 H Dh sum over layers of min(window, T),\n"
+            "  x the global tokens/s; the OLMo-core v2.3 count 6N + 12 L H Dh T in mfu_olmo_core_v2_3)\n"
             "  over the peak of the hardware it uses: the per-core GEMM peak of the run's precision\n"
             "  (perf.peak_flops, else a cached calibration) x the physical cores the ranks use, each\n"
             "  counted once; on CUDA the sum of the devices' peaks (docs/performance.md).\n\nrecipe keys:\n");

@@ -223,11 +223,19 @@ static const TokFile *file_of(const Loader *L, uint64_t raw) {
     return &L->files[lo];
 }
 
+void loader_instance_where(const Loader *L, uint32_t id, const char **path, uint64_t *token_offset) {
+    uint64_t raw = L->mixed ? L->mixed[id] : id;
+    const TokFile *f = file_of(L, raw);
+    *path = f->path;
+    *token_offset = (raw - f->first) * (uint64_t)L->cfg.seq_len;
+}
+
 // Copy instance `mixed_id` into inputs/targets rows; ids checked against the vocab.
 static void read_instance(const Loader *L, uint32_t mixed_id, int32_t *in, int32_t *tg) {
     uint64_t raw = L->mixed ? L->mixed[mixed_id] : mixed_id;
     const TokFile *f = file_of(L, raw);
     uint64_t T = (uint64_t)L->cfg.seq_len, off = (raw - f->first) * T;
+    if (!f->tok) die("loader: '%s' was not opened (fake sizes): its instances cannot be read", f->path);
     const uint32_t *t = f->tok + off;
     uint32_t V = (uint32_t)L->cfg.vocab_size;
     for (uint64_t i = 0; i < T; i++) {
@@ -461,7 +469,8 @@ Loader *loader_create(const LoaderConfig *cfg) {
             TokFile *f = &L->files[fi];
             f->path = c->sources[s].files[k];
             f->src = s;
-            open_file(f, c->vocab_size, &full_check);
+            if (c->fake_tokens) f->n_tokens = c->fake_tokens[fi];   // nothing opened (olmo data order --sizes)
+            else open_file(f, c->vocab_size, &full_check);
             f->n_inst = f->n_tokens / (uint64_t)c->seq_len;
             f->first = L->n_raw;
             L->n_raw += f->n_inst;
@@ -473,6 +482,8 @@ Loader *loader_create(const LoaderConfig *cfg) {
                       "(first file '%s')", c->sources[s].name, c->sources[s].n_files, src_tokens, c->seq_len,
                       c->sources[s].files[0]);
     }
+    if (c->fake_tokens && c->prefetch) die("loader: fake file sizes and prefetch (nothing can be read)");
+    c->fake_tokens = NULL;   // the caller's array: not kept
     if (L->n_raw >= (1ull << 32)) die_input("data: %" PRIu64 " instances; at most 2^32-1 are supported", L->n_raw);
 
     build_mixture(L);

@@ -43,6 +43,9 @@ typedef struct LoaderConfig {
     int verbose;            // print the source summary (loader_print_summary) to stderr at create
     int no_open_check;      // skip the full ids < vocab scan at open (done when the data is <= 1 GiB);
                             // every instance is still checked when it is read
+    const uint64_t *fake_tokens;    // NULL, or each file's size in tokens (all sources' files in order):
+                                    // the files are not opened, so only the order and where its
+                                    // instances lie can be asked (olmo data order --sizes), never a batch
 } LoaderConfig;
 
 typedef struct {
@@ -62,6 +65,9 @@ void loader_free(Loader *l);
 
 uint64_t loader_num_instances(const Loader *l);         // instances per epoch (after mixing)
 uint64_t loader_batches_per_epoch(const Loader *l);
+// Where instance `id` of the epoch order (a mixed id, as loader_peek_ids gives) is read from:
+// its file and the offset of its first token in that file (tokens).
+void loader_instance_where(const Loader *l, uint32_t id, const char **path, uint64_t *token_offset);
 
 // This rank's share of the next global batch: (global_batch / world_size) instances, as
 // inputs (n, seq_len) and targets (n, seq_len): targets are inputs shifted by one, the

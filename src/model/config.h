@@ -62,9 +62,11 @@ const char *rope_scaling_describe(const RopeScaling *s, char *buf, size_t n);
 size_t model_num_params(const ModelConfig *c);            // total, padded vocab
 size_t model_num_params_embedding(const ModelConfig *c);  // the embedding table only
 // FLOPs per token for training (fwd+bwd), OLMO3.md section 8:
-// OLMo-core count: 6 * N_nonembedding (LM head included) + 12 * L * H * Dh * T.
+// OLMo-core v2.3 count (TransformerConfig.num_flops_per_token there): 6 * N_nonembedding (LM
+// head included) + 12 * L * H * Dh * T. Logged beside MFU as mfu_olmo_core_v2_3.
 double model_flops_per_token_olmo_core(const ModelConfig *c, int seq_len);
-// Sliding-window-aware count: per layer min(window, T) instead of T in the attention term.
+// Sliding-window-aware count, MFU's (current OLMo-core: Attention.num_flops_per_token uses
+// min(window_size, T)): per layer min(window, T) instead of T in the attention term.
 double model_flops_per_token_window(const ModelConfig *c, int seq_len);
 
 #endif

@@ -2,6 +2,8 @@
 // sources (globs expanded and sorted) with token shares and repeat caps. A file of its own
 // beside recipe.c, which has its own (YAML) `Loader` type. The mixture arithmetic itself is
 // in src/data/loader.c (build_mixture); docs/loader.md explains both.
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -36,6 +38,100 @@ static LoaderSource *add_source(LoaderConfig *c, const char *key, const char *na
     memset(src, 0, sizeof *src);
     snprintf(src->name, sizeof src->name, "%s", name);
     return src;
+}
+
+// data.mix NAME: the mix file it names. A NAME with a '/' or ending in .txt is the file itself;
+// else $OLMO_MIX_DIR/NAME.txt, by default configs/mixes/NAME.txt (relative to the repository
+// root, as tokenizers/ is). An unknown name is an error listing the mixes there.
+static void mix_file_path(const char *name, char *out, size_t n) {
+    size_t len = strlen(name);
+    if (strchr(name, '/') || (len > 4 && !strcmp(name + len - 4, ".txt"))) {
+        snprintf(out, n, "%s", name);
+        return;
+    }
+    const char *dir = getenv("OLMO_MIX_DIR");
+    if (!dir || !dir[0]) dir = "configs/mixes";
+    snprintf(out, n, "%s/%s.txt", dir, name);
+    FILE *f = fopen(out, "r");
+    if (f) {
+        fclose(f);
+        return;
+    }
+    char known[2048] = "";
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && !strcmp(e->d_name + l - 4, ".txt") && strlen(known) + l + 3 < sizeof known)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%.*s", known[0] ? ", " : "", (int)(l - 4),
+                     e->d_name);
+    }
+    if (d) closedir(d);
+    die_input("data.mix: unknown mix '%s': no file %s (mixes in %s: %s; or give a path to a mix file)", name, out, dir,
+              known[0] ? known : "none");
+}
+
+// One source of every file of an OLMo-core mix file (olmo_core/data/mixes/__init__.py,
+// DataMix.build): lines "label,path", '#' lines and blank lines skipped, each path holding
+// {TOKENIZER} (replaced by data.mix_tokenizer, else the file's "# tokenizer: VALUE" line),
+// taken relative to data.mix_base_dir, in the file's order. Labels are not used.
+static void add_named_mix(LoaderConfig *c, const Recipe *r, const char *name) {
+    char path[RECIPE_MAX_STR + 64];
+    mix_file_path(name, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) die_input("data.mix: cannot read mix file '%s': %s", path, strerror(errno));
+    char tok[256];
+    snprintf(tok, sizeof tok, "%s", r->mix_tokenizer);
+    const char *base = r->mix_base_dir;
+    const char *slash = base[0] && base[strlen(base) - 1] == '/' ? "" : "/";
+    LoaderSource *src = add_source(c, "data.mix", "data");
+    char *line = NULL;
+    size_t cap = 0;
+    int ln = 0, cap_files = 0;
+    for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
+        ln++;
+        char *a = line, *e = line + got;
+        while (a < e && isspace((unsigned char)*a)) a++;
+        while (e > a && isspace((unsigned char)e[-1])) *--e = '\0';
+        if (!*a) continue;
+        if (*a == '#') {
+            const char *key = "# tokenizer:";
+            if (!strncmp(a, key, strlen(key)) && !r->mix_tokenizer[0]) {
+                const char *v = a + strlen(key);
+                while (isspace((unsigned char)*v)) v++;
+                snprintf(tok, sizeof tok, "%s", v);
+            }
+            continue;
+        }
+        char *comma = strchr(a, ',');
+        if (!comma || strchr(comma + 1, ','))
+            die_input("%s:%d: data.mix '%s': expected one 'label,path' per line, got '%.200s'", path, ln, name, a);
+        const char *p = comma + 1, *ph = strstr(p, "{TOKENIZER}");
+        if (!ph)
+            die_input("%s:%d: data.mix '%s': the path '%.200s' has no {TOKENIZER} placeholder (OLMo-core refuses such "
+                      "a line)", path, ln, name, p);
+        if (!tok[0])
+            die_input("%s:%d: data.mix '%s': the paths hold {TOKENIZER} but nothing gives its value: set "
+                      "data.mix_tokenizer (e.g. allenai/dolma3-tokenizer), or add a '# tokenizer: VALUE' line to the "
+                      "mix file", path, ln, name);
+        char full[3 * RECIPE_MAX_STR];
+        int o = snprintf(full, sizeof full, "%s%s", base, slash);
+        for (const char *q = p; *q && o < (int)sizeof full;) {   // every {TOKENIZER}, as str.replace
+            if (!strncmp(q, "{TOKENIZER}", 11)) {
+                o += snprintf(full + o, sizeof full - (size_t)o, "%s", tok);
+                q += 11;
+            } else full[o++] = *q++;
+        }
+        if (o >= (int)sizeof full) die_input("%s:%d: data.mix '%s': the path is too long", path, ln, name);
+        full[o] = '\0';
+        if (src->n_files == cap_files) {
+            cap_files = cap_files ? 2 * cap_files : 256;
+            src->files = xrealloc(src->files, (size_t)cap_files * sizeof(char *));
+        }
+        src->files[src->n_files++] = xstrdup(full);
+    }
+    free(line);
+    fclose(f);
+    if (!src->n_files) die_input("%s: data.mix '%s': the mix file lists no files", path, name);
 }
 
 void recipe_loader_config(const Recipe *r, LoaderConfig *c, int world_size, int rank) {
@@ -87,6 +183,11 @@ void recipe_loader_config(const Recipe *r, LoaderConfig *c, int world_size, int 
             }
             free(fl);
         }
+    }
+    const char *mix_name = recipe_mix_name(r);
+    if (mix_name) {
+        add_named_mix(c, r, mix_name);
+        return;
     }
     for (int i = 0; i < r->n_mix; i++) {   // source:share[:max_repeat]
         const char *item = r->mix[i];

@@ -97,16 +97,21 @@ static const Key KEYS[] = {
     {"optim.skip_step_sigma", T_DOUBLE, F(skip_step_sigma), "6", "spike = more than this many std above the recent mean"},
     {"optim.skip_step_window", T_INT, F(skip_step_window), "128", "steps in the recent mean/std"},
 
-    {"schedule.name", T_STR, F(schedule), "cosine", "lr schedule: cosine | linear | constant | wsd"},
-    {"schedule.warmup_steps", T_LONG, F(warmup_steps), "2000", "linear warmup from 0 to optim.lr"},
-    {"schedule.alpha_f", T_DOUBLE, F(alpha_f), "0.1", "final lr = alpha_f * optim.lr (cosine, linear, wsd)"},
+    {"schedule.name", T_STR, F(schedule), "cosine", "lr schedule: cosine | linear | constant | wsd | half_cos_with_warmup (OLMo-core's formulas; docs/reproducing-olmo3.md)"},
+    {"schedule.warmup_steps", T_LONG, F(warmup_steps), "2000", "linear warmup from 0 to optim.lr (half_cos_with_warmup: to the cosine's midpoint)"},
+    {"schedule.alpha_f", T_DOUBLE, F(alpha_f), "0.1", "final lr = alpha_f * optim.lr (cosine, linear, half_cos_with_warmup)"},
     {"schedule.decay_steps", T_LONG, F(decay_steps), "0", "wsd: length of the final linear decay"},
+    {"schedule.decay_min_lr", T_DOUBLE, F(decay_min_lr), "0", "wsd: the lr the decay ends at (OLMo-core WSD.decay_min_lr), in [0, optim.lr)"},
+    {"schedule.t_max", T_LONG, F(t_max), "0", "schedule length in steps, independent of where the run stops; 0 = schedule.t_max_tokens, else the run's steps"},
+    {"schedule.t_max_tokens", T_LONG, F(t_max_tokens), "0", "schedule length in tokens: ceil(t_max_tokens / (global_batch*seq_len)) steps, as OLMo-core's Duration.tokens; 0 = unused"},
 
     {"data.paths", T_STRLIST, LIST(paths, n_paths), "", "token files (raw uint32, OLMo-core layout); a list, or comma-separated"},
     {"data.seed", T_U64, F(data_seed), "34521", "data-order seed"},
     {"data.order", T_STR, F(data_order), "shuffle", "instance order: sequential | shuffle"},
     {"data.sources", T_STRLIST, LIST(sources, n_sources), "", "named sources: name=glob, or a path/glob (each file its own source named by its stem)"},
-    {"data.mix", T_STRLIST, LIST(mix, n_mix), "", "token shares: source:share[:max_repeat] (max_repeat default 1 = no upsampling)"},
+    {"data.mix", T_STRLIST, LIST(mix, n_mix), "", "token shares: source:share[:max_repeat] (max_repeat default 1 = no upsampling); or one OLMo-core mix NAME (configs/mixes/NAME.txt, or a path to such a file): its files, in its order"},
+    {"data.mix_base_dir", T_STR, F(mix_base_dir), "", "data.mix NAME: the directory the mix's paths are relative to (OLMo-core mix_base_dir)"},
+    {"data.mix_tokenizer", T_STR, F(mix_tokenizer), "", "data.mix NAME: the value of {TOKENIZER} in its paths; \"\" = the one its file names (OLMo-core's for dolma2)"},
     {"data.document_mask", T_BOOL, F(document_mask), "false", "attend only within the current document of a packed instance (documents end with data.eos_id, inclusive)"},
     {"data.eos_id", T_LONG, F(eos_id), "100257", "token that ends a document in the training files (dolma2 EOS)"},
 
@@ -131,7 +136,7 @@ static const Key KEYS[] = {
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
-static const char *SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
+static const char *SCHEDULES[] = {"cosine", "linear", "constant", "wsd", "half_cos_with_warmup", NULL};
 static const char *ORDERS[] = {"sequential", "shuffle", NULL};
 
 static const Key *find_key(const char *name) {
@@ -609,6 +614,17 @@ long recipe_total_steps(const Recipe *r) {
     return (long)((r->max_tokens + per_step - 1) / per_step);
 }
 
+const char *recipe_mix_name(const Recipe *r) {
+    return r->n_mix == 1 && r->mix[0][0] && !strchr(r->mix[0], ':') ? r->mix[0] : NULL;
+}
+
+long recipe_schedule_steps(const Recipe *r) {
+    if (r->t_max > 0) return r->t_max;
+    long long per_step = (long long)r->global_batch * r->seq_len;
+    if (r->t_max_tokens > 0 && per_step > 0) return (long)((r->t_max_tokens + per_step - 1) / per_step);
+    return recipe_total_steps(r);
+}
+
 static int one_of(const char *s, const char **set) {
     for (; *set; set++)
         if (!strcmp(s, *set)) return 1;
@@ -668,19 +684,44 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: optim.skip_step_window must be > 1, got %d", o, r->skip_step_window);
 
     if (!one_of(r->schedule, SCHEDULES))
-        die_input("%s: schedule.name must be one of cosine, linear, constant, wsd; got '%s'", o, r->schedule);
+        die_input("%s: schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got '%s'", o,
+                  r->schedule);
     if (r->warmup_steps < 0) die_input("%s: schedule.warmup_steps must be >= 0, got %ld", o, r->warmup_steps);
     if (!(r->alpha_f >= 0 && r->alpha_f <= 1)) die_input("%s: schedule.alpha_f must be in [0, 1], got %g", o, r->alpha_f);
     if (r->decay_steps < 0) die_input("%s: schedule.decay_steps must be >= 0, got %ld", o, r->decay_steps);
+    if (r->t_max < 0) die_input("%s: schedule.t_max must be >= 0 steps (0 = the run's length), got %ld", o, r->t_max);
+    if (r->t_max_tokens < 0)
+        die_input("%s: schedule.t_max_tokens must be >= 0 tokens (0 = unused), got %ld", o, r->t_max_tokens);
+    if (r->t_max > 0 && r->t_max_tokens > 0)
+        die_input("%s: schedule.t_max (%ld steps) and schedule.t_max_tokens (%ld) are both given; give one", o,
+                  r->t_max, r->t_max_tokens);
+    const long t_max = recipe_schedule_steps(r);
     if (!strcmp(r->schedule, "wsd")) {
-        long total = recipe_total_steps(r);
         if (r->decay_steps <= 0) die_input("%s: schedule.name wsd needs schedule.decay_steps > 0", o);
-        if (r->warmup_steps + r->decay_steps > total)
-            die_input("%s: schedule.warmup_steps + schedule.decay_steps (%ld) exceed the %ld training steps", o,
-                      r->warmup_steps + r->decay_steps, total);
+        if (r->warmup_steps + r->decay_steps > t_max)
+            die_input("%s: schedule.warmup_steps + schedule.decay_steps (%ld) exceed the %ld %s steps", o,
+                      r->warmup_steps + r->decay_steps, t_max, t_max == recipe_total_steps(r) ? "training" : "schedule (schedule.t_max)");
+        if (!(r->decay_min_lr >= 0 && (r->decay_min_lr < r->lr || r->lr == 0)))
+            die_input("%s: schedule.decay_min_lr must be in [0, optim.lr = %g), got %g", o, r->lr, r->decay_min_lr);
     }
+    if (!strcmp(r->schedule, "half_cos_with_warmup") && r->warmup_steps >= t_max)
+        die_input("%s: schedule.name half_cos_with_warmup needs schedule.warmup_steps (%ld) below the schedule's "
+                  "%ld steps (schedule.t_max / t_max_tokens, else the run's)", o, r->warmup_steps, t_max);
 
-    if (r->n_paths <= 0 && r->n_sources <= 0) die_input("%s: data.paths: give at least one token file (or data.sources)", o);
+    const char *mix_name = recipe_mix_name(r);
+    for (int i = 0; i < r->n_mix && !mix_name; i++)
+        if (!strchr(r->mix[i], ':'))
+            die_input("%s: data.mix: '%s': expected source:share[:max_repeat] items, or one OLMo-core mix NAME alone", o,
+                      r->mix[i]);
+    if (mix_name) {
+        if (r->n_paths > 0 || r->n_sources > 0)
+            die_input("%s: data.mix: '%s': expected source:share[:max_repeat] items for data.paths / data.sources, or "
+                      "one OLMo-core mix NAME without them (a mix lists its files itself)", o, mix_name);
+        if (!r->mix_base_dir[0])
+            die_input("%s: data.mix_base_dir: data.mix '%s' needs the directory its paths are relative to (OLMo-core's "
+                      "mix_base_dir, e.g. /data/ai2-llm)", o, mix_name);
+    } else if (r->n_paths <= 0 && r->n_sources <= 0)
+        die_input("%s: data.paths: give at least one token file (or data.sources, or data.mix NAME)", o);
     for (int i = 0; i < r->n_paths; i++)
         if (!r->paths[i][0]) die_input("%s: data.paths: item %d is empty", o, i + 1);
     if (!one_of(r->data_order, ORDERS))
@@ -778,7 +819,9 @@ static int harmless_key(const char *name) {
 
 static RecipeChangeClass change_class(const char *name) {
     if (!strncmp(name, "model.", 6)) return RC_MODEL;
-    if (!strcmp(name, "data.paths") || !strcmp(name, "data.sources")) return RC_DATA_FILES;
+    if (!strcmp(name, "data.paths") || !strcmp(name, "data.sources") || !strcmp(name, "data.mix_base_dir") ||
+        !strcmp(name, "data.mix_tokenizer"))
+        return RC_DATA_FILES;
     return harmless_key(name) ? RC_HARMLESS : RC_TRAJECTORY;
 }
 

@@ -56,10 +56,13 @@ typedef struct {
     int skip_step_window;       // 128
 
     // schedule.*
-    char schedule[16];          // key schedule.name: cosine | linear | constant | wsd
+    char schedule[32];          // key schedule.name: cosine | linear | constant | wsd | half_cos_with_warmup
     long warmup_steps;
     double alpha_f;             // final lr = alpha_f * lr
     long decay_steps;           // wsd: length of the final linear decay
+    double decay_min_lr;        // wsd: the lr it decays to (OLMo-core WSD.decay_min_lr)
+    long t_max;                 // schedule length in steps; 0 = t_max_tokens, else the run's steps
+    long t_max_tokens;          // schedule length in tokens (steps = ceil(t / (global_batch*seq_len)))
 
     // data.*
     int n_paths;
@@ -69,7 +72,9 @@ typedef struct {
     int n_sources;
     char sources[RECIPE_MAX_PATHS][RECIPE_MAX_STR]; // "name=glob" or a path/glob (each file its own source)
     int n_mix;
-    char mix[RECIPE_MAX_PATHS][RECIPE_MAX_STR];     // "source:share[:max_repeat]"
+    char mix[RECIPE_MAX_PATHS][RECIPE_MAX_STR];     // "source:share[:max_repeat]", or one OLMo-core mix NAME
+    char mix_base_dir[RECIPE_MAX_STR];  // data.mix NAME: the directory its paths are relative to
+    char mix_tokenizer[128];            // data.mix NAME: the {TOKENIZER} value; "" = the mix file's own
     int document_mask;          // bool: attention only within a document of a packed instance
     long eos_id;                // token that ends a document (dolma2 EOS 100257)
 
@@ -113,6 +118,13 @@ void recipe_validate(const Recipe *r, const char *origin);
 ModelConfig recipe_model_config(const Recipe *r);
 // Optimizer steps of the run: max_steps when > 0, else ceil(max_tokens / (global_batch*seq_len)).
 long recipe_total_steps(const Recipe *r);
+// The LR schedule's length t_max in steps (OLMo-core's Trainer.max_steps, which a
+// Duration.tokens turns into ceil(tokens / tokens per step)): schedule.t_max when > 0, else
+// from schedule.t_max_tokens when > 0, else recipe_total_steps. It does not move when the run
+// stops earlier (train.stop_at) or later (train.max_steps past it: the lr holds its end value).
+long recipe_schedule_steps(const Recipe *r);
+// data.mix as one OLMo-core mix NAME (a single item without ':'), else NULL (share items).
+const char *recipe_mix_name(const Recipe *r);
 // Write the resolved recipe as YAML (every key) to a string (malloc'd).
 char *recipe_to_yaml(const Recipe *r);
 // Print the key table (name, type, default, help) for `olmo train --help`.

@@ -2,30 +2,60 @@
 #include "train/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "util/common.h"
 
+// OLMo-core HalfCosWithWarmup.get_lr (olmo_core/optim/scheduler.py), in its operation order.
+static double half_cos_lr(const Schedule *s, long step) {
+    const double eta_min = s->peak * s->alpha_f;
+    if (step < s->warmup) {
+        const double max_lr = eta_min + (s->peak - eta_min) / 2;
+        return max_lr * (double)step / (double)s->warmup;
+    }
+    if (step >= s->max_steps) return eta_min;
+    const double t_max = (double)(s->max_steps - s->warmup);
+    const double current = (double)(step - s->warmup) + t_max;
+    return eta_min + (s->peak - eta_min) * (1 + cos(M_PI * current / (t_max * 2))) / 2;
+}
+
+// OLMo-core WSD.get_lr with warmup_min_lr 0, in its operation order; held at decay_min_lr past t_max.
+static double wsd_lr(const Schedule *s, long step) {
+    if (s->warmup > 0 && step <= s->warmup) return s->peak * (double)step / (double)s->warmup;
+    if (step >= s->max_steps) return s->decay_min_lr;
+    if (step >= s->max_steps - s->decay_steps) {
+        const long from_end = s->max_steps - step;
+        return s->decay_min_lr + (s->peak - s->decay_min_lr) * (double)from_end / (double)s->decay_steps;
+    }
+    return s->peak;
+}
+
 double schedule_lr(const Schedule *s, long step) {
+    if (!strcmp(s->name, "half_cos_with_warmup")) return half_cos_lr(s, step);
+    if (!strcmp(s->name, "wsd")) return wsd_lr(s, step);
     if (step < s->warmup) return s->peak * (double)step / (double)s->warmup;
     double end = s->alpha_f * s->peak;
     if (!strcmp(s->name, "constant")) return s->peak;
-    if (!strcmp(s->name, "wsd")) {
-        long decay_start = s->max_steps - s->decay_steps;
-        if (decay_start < s->warmup) decay_start = s->warmup;
-        if (step <= decay_start) return s->peak;
-        double frac = (double)(step - decay_start) / (double)(s->max_steps - decay_start);
-        if (frac > 1) frac = 1;
-        return s->peak - (s->peak - end) * frac;
-    }
     long span = s->max_steps - s->warmup;
     double frac = span > 0 ? (double)(step - s->warmup) / (double)span : 1.0;
     if (frac > 1) frac = 1;
     if (!strcmp(s->name, "linear")) return s->peak - (s->peak - end) * frac;
     // cosine
     return end + (s->peak - end) * (1.0 + cos(M_PI * frac)) / 2.0;
+}
+
+void schedule_from_recipe(const Recipe *r, Schedule *s) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", r->schedule);
+    s->peak = r->lr;
+    s->warmup = r->warmup_steps;
+    s->max_steps = recipe_schedule_steps(r);
+    s->alpha_f = r->alpha_f;
+    s->decay_steps = r->decay_steps;
+    s->decay_min_lr = r->decay_min_lr;
 }
 
 void adamw_init(AdamW *o, const ParamTable *t, double beta1, double beta2, double eps, double wd, int decay_embedding) {

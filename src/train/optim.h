@@ -8,20 +8,34 @@
 #include <stddef.h>
 
 #include "model/params.h"
+#include "recipe/recipe.h"
 
 // ---- LR schedules; steps count from 1 (the first update is step 1) ------------------------
-// warmup (all): step < warmup: peak * step / warmup.
+// As OLMo-core's Scheduler.get_lr(initial_lr, current = global step, t_max) (olmo_core/optim/
+// scheduler.py; docs/reproducing-olmo3.md): `max_steps` is the schedule's length t_max, which
+// need not be where the run stops (schedule.t_max / schedule.t_max_tokens, train.stop_at).
+// warmup (all but wsd, half_cos_with_warmup): step < warmup: peak * step / warmup.
 // cosine: eta_min + (peak - eta_min) * (1 + cos(pi * (step-warmup) / (max_steps-warmup))) / 2, eta_min = alpha_f*peak
-// linear: peak - (peak - alpha_f*peak) * (step-warmup) / (max_steps-warmup)
+//         (OLMo-core CosWithWarmup; the argument is rounded as pi * ((step-warmup) / span), one rounding
+//         away from OLMo-core's (pi * (step-warmup)) / span: < 1e-15 relative, kept for bitwise continuity)
+// linear: peak - (peak - alpha_f*peak) * (step-warmup) / (max_steps-warmup)   (OLMo-core LinearWithWarmup)
 // constant: peak
-// wsd: peak until max_steps - decay_steps, then linear to alpha_f*peak at max_steps
+// half_cos_with_warmup: OLMo-core HalfCosWithWarmup, operation for operation: step < warmup:
+//         (eta_min + (peak - eta_min) / 2) * step / warmup; then the second half of a cosine from
+//         that midpoint to eta_min at max_steps
+// wsd: OLMo-core WSD: step <= warmup: peak * step / warmup; peak until max_steps - decay_steps,
+//         then decay_min_lr + (peak - decay_min_lr) * (max_steps - step) / decay_steps
+// Every schedule holds its end value past max_steps (OLMo-core never runs past t_max).
 typedef struct {
-    char name[16];
+    char name[32];
     double peak;
     long warmup, max_steps, decay_steps;
     double alpha_f;
+    double decay_min_lr;    // wsd's end (OLMo-core WSD.decay_min_lr)
 } Schedule;
 double schedule_lr(const Schedule *s, long step);
+// The schedule a recipe trains with: schedule.* and optim.lr, its length recipe_schedule_steps.
+void schedule_from_recipe(const Recipe *r, Schedule *s);
 
 // ---- AdamW ---------------------------------------------------------------------------------
 typedef struct {

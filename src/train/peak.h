@@ -1,6 +1,7 @@
 // peak.h: the FLOP/s ceiling MFU is measured against (docs/performance.md, "MFU").
 //
-//   MFU = the job's model FLOP/s (OLMo-core count x global tokens/s)
+//   MFU = the job's model FLOP/s (window-aware count x global tokens/s; the OLMo-core v2.3
+//         count is logged beside it as mfu_olmo_core_v2_3)
 //         / the peak of the hardware the job runs on.
 //
 // On the CPU that peak is the GEMM rate of one physical core (of the run's precision and

@@ -245,16 +245,8 @@ static void run_eval(Evaluator *ev, Model *m, MetricsLog *log, long step, Watch 
     fflush(stdout);
 }
 
-// The schedule a recipe trains with.
-static void schedule_of(const Recipe *r, Schedule *s) {
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", r->schedule);
-    s->peak = r->lr;
-    s->warmup = r->warmup_steps;
-    s->max_steps = recipe_total_steps(r);
-    s->alpha_f = r->alpha_f;
-    s->decay_steps = r->decay_steps;
-}
+// The schedule a recipe trains with (optim.c).
+static void schedule_of(const Recipe *r, Schedule *s) { schedule_from_recipe(r, s); }
 
 // Keys whose change moves the learning rate of the coming steps.
 static int moves_lr(const char *key) {
@@ -448,7 +440,8 @@ typedef struct {
     const char *eval_on;        // "cpu fp32", "cuda bf16", "cuda fp32" (the record's eval/device)
     MetricsLog log;
     CkptWriter *w;
-    double peak, fpt;           // MFU's ceiling (FLOP/s of the job) and FLOPs per token
+    double peak, fpt;           // MFU's ceiling (FLOP/s of the job) and FLOPs per token (window-aware)
+    double fpt_v23;             // the OLMo-core v2.3 count (6N + 12 L H Dh T), logged beside it
     char peak_desc[512];
     Watch watch;
     char msg[8192];             // the message of a refusal
@@ -697,8 +690,8 @@ static void run_peak(Run *u, JobCores *jc) {
 // The run's first lines: what trains where, the ZeRO-1 shard, the MFU count, the backend.
 static void print_banner(Run *u, const JobCores *jc) {
     const int W = u->W;
-    u->fpt = model_flops_per_token_olmo_core(&u->cfg, u->T);
-    double fpt_w = model_flops_per_token_window(&u->cfg, u->T);
+    u->fpt = model_flops_per_token_window(&u->cfg, u->T);
+    u->fpt_v23 = model_flops_per_token_olmo_core(&u->cfg, u->T);
     char over[160] = "";
     if (jc->oversubscribed)
         snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc->threads,
@@ -712,8 +705,8 @@ static void print_banner(Run *u, const JobCores *jc) {
     train_core_range(&u->tc, &lo0, &hi0);
     printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",
            8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)u->m.table.total / 1048576.0);
-    printf("MFU: OLMo-core count %.4g GFLOP/token (window-aware %.4g) x tokens/s of the job vs %s\n", u->fpt / 1e9,
-           fpt_w / 1e9, u->peak_desc);
+    printf("MFU: window-aware count %.4g GFLOP/token (OLMo-core v2.3 count %.4g: mfu_olmo_core_v2_3) x tokens/s of "
+           "the job vs %s\n", u->fpt / 1e9, u->fpt_v23 / 1e9, u->peak_desc);
     if (backend_kind(u->be) == BACKEND_CUDA) {
         char desc[512];
         backend_describe(u->be, desc, sizeof desc);
@@ -781,6 +774,8 @@ static void log_step(Run *u, const Loop *lp, double dt) {
     cJSON_AddNumberToObject(o, "world_size", u->W);
     cJSON_AddNumberToObject(o, "mfu", mfu);
     cJSON_AddNumberToObject(o, "flops_per_token", u->fpt);
+    cJSON_AddNumberToObject(o, "mfu_olmo_core_v2_3", tps * u->fpt_v23 / u->peak);
+    cJSON_AddNumberToObject(o, "flops_per_token_olmo_core_v2_3", u->fpt_v23);
     cJSON_AddNumberToObject(o, "peak_flops", u->peak);
     cJSON_AddNumberToObject(o, "skipped", res->skipped);
     cJSON_AddNumberToObject(o, "skipped_total", (double)u->skipped_total);
