@@ -376,7 +376,7 @@ static void test_lmhead(int N, int C, int V) {
 static void test_optimizer(size_t n) {
     float *g = rand_vec(n, 1), *p = rand_vec(n, 1), *m = rand_vec(n, 0.1f), *v = rand_vec(n, 0.01f), *a = rand_vec(n, 1);
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
-    size_t nch = (n + 65535) / 65536;
+    size_t nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double ref = sumsq(g, n), *part = malloc(sizeof(double) * nch);
     float *G = to_dev(g, n, DT_F32), *P = to_dev(p, n, DT_F32), *M = to_dev(m, n, DT_F32), *Vd = to_dev(v, n, DT_F32);
     float *A = to_dev(a, n, DT_F32);

@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
             CHECK(b[0] == 0 && b[w] == ns[i], "bounds ends n=%zu w=%d", ns[i], w);
             for (int r = 0; r < w; r++) {
                 CHECK(b[r] <= b[r + 1], "monotone");
-                CHECK(b[r] % DIST_CHUNK == 0 || b[r] == ns[i], "chunk aligned");
+                CHECK(b[r] % SUMSQ_CHUNK == 0 || b[r] == ns[i], "chunk aligned");
             }
         }
     // AdamW by shards == AdamW whole

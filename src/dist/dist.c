@@ -72,10 +72,10 @@ void dist_exit(int code) {
 }
 
 void dist_shard_bounds(size_t n, int world, size_t *bounds) {
-    size_t nchunks = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    size_t nchunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     for (int r = 0; r <= world; r++) {
         size_t c = nchunks * (size_t)r / (size_t)world;
-        size_t b = c * DIST_CHUNK;
+        size_t b = c * SUMSQ_CHUNK;
         bounds[r] = b < n ? b : n;
     }
     bounds[world] = n;
@@ -137,12 +137,12 @@ double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part
 }
 
 void dist_sumsq_parts(const float *shard, size_t lo, size_t hi, double *part) {
-    const size_t c0 = lo / DIST_CHUNK, c1 = (hi + DIST_CHUNK - 1) / DIST_CHUNK;
+    const size_t c0 = lo / SUMSQ_CHUNK, c1 = (hi + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     // Same per-chunk loop as the kernel's sumsq (a sequential double sum: not reassociated
     // by the compiler), so W = 1 reproduces sumsq(grads, n) exactly.
 #pragma omp parallel for schedule(static)
     for (size_t c = c0; c < c1; c++) {
-        size_t a = c * DIST_CHUNK, b = a + DIST_CHUNK < hi ? a + DIST_CHUNK : hi;
+        size_t a = c * SUMSQ_CHUNK, b = a + SUMSQ_CHUNK < hi ? a + SUMSQ_CHUNK : hi;
         double s = 0.0;
         for (size_t i = a; i < b; i++) s += (double)shard[i - lo] * shard[i - lo];
         part[c] = s;
@@ -155,9 +155,9 @@ double dist_sumsq_gather(double *part, const size_t *bounds) {
 #ifdef OLMO_MPI
     if (W > 1) {
         int *cnt = xmalloc(sizeof(int) * 2 * (size_t)W), *dsp = cnt + W;
-        size_t nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+        size_t nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
         for (int i = 0; i < W; i++) {
-            size_t a = bounds[i] / DIST_CHUNK, b = i == W - 1 ? nch : bounds[i + 1] / DIST_CHUNK;
+            size_t a = bounds[i] / SUMSQ_CHUNK, b = i == W - 1 ? nch : bounds[i + 1] / SUMSQ_CHUNK;
             dsp[i] = (int)a;
             cnt[i] = (int)(b - a);
         }
@@ -165,7 +165,7 @@ double dist_sumsq_gather(double *part, const size_t *bounds) {
         free(cnt);
     }
 #endif
-    size_t nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    size_t nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double total = 0.0;
     for (size_t c = 0; c < nch; c++) total += part[c];
     return total;

@@ -15,9 +15,8 @@
 
 #include <stddef.h>
 
-// Chunk of the deterministic squared norm (= SUMSQ_CHUNK of the CPU kernel); shards are
-// whole chunks so per-chunk partials are the same whatever the world size.
-#define DIST_CHUNK 65536
+// Shards are whole SUMSQ_CHUNKs (kernels.h, the chunk of the deterministic squared norm),
+// so per-chunk partials are the same whatever the world size.
 
 // Start (MPI_Init when launched by mpirun) and stop. dist_init is idempotent.
 void dist_init(void);
@@ -32,7 +31,7 @@ void dist_barrier_quiet(void);
 // Exit the whole job with `code` (after a message printed by the caller).
 void dist_exit(int code) __attribute__((noreturn));
 
-// Shard boundaries for n floats over W ranks: bounds[0..W], multiples of DIST_CHUNK
+// Shard boundaries for n floats over W ranks: bounds[0..W], multiples of SUMSQ_CHUNK
 // (except bounds[W] = n), chunks spread as evenly as possible.
 void dist_shard_bounds(size_t n, int world, size_t *bounds);
 
@@ -42,7 +41,7 @@ void dist_shard_bounds(size_t n, int world, size_t *bounds);
 void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds);
 // Global sum of squares of a sharded vector: this rank's shard [bounds[r], bounds[r+1]);
 // per-chunk partials (double), all-gathered, summed in chunk order. chunk_scratch holds
-// ceil(n / DIST_CHUNK) doubles.
+// ceil(n / SUMSQ_CHUNK) doubles.
 double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *chunk_scratch);
 // The same sum from per-chunk partials already in part[c] for this rank's chunks (a
 // device computed them): all-gathered, summed in chunk order.

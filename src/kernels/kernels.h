@@ -109,12 +109,16 @@ void residual_forward(float *out, const float *a, const float *b, size_t n);
 // loss = (ce_sum + z_coef * z_sum) * inv_count: dx (N, C) overwritten, dW (V, C) overwritten.
 // Optional outputs: logits_out (N, V) (tests), tok_ce (N) per-token CE (0 where masked).
 typedef struct { double ce_sum, z_sum; long n_valid; } LossSums;
+#define CPU_LM_CHUNK 128   // the CPU backend's chunk: (CPU_LM_CHUNK, V) logits at a time
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
                                       float *logits_out, float *tok_ce, Precision p);
 
 // ---- optimizer helpers over flat ranges -------------------------------------------------------
+// The chunk of the deterministic sum of squares, on every backend and in the ranks' shards
+// (dist.h): partial sums of SUMSQ_CHUNK floats in double, added in chunk order.
+#define SUMSQ_CHUNK 65536
 // sum of squares in double, deterministic (fixed chunking)
 double sumsq(const float *x, size_t n);
 void scale_inplace(float *x, float s, size_t n);

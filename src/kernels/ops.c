@@ -32,7 +32,7 @@ size_t ops_cuda_scratch_slot(int slot, const OpsLimits *l, int act_bytes) {
     case OPS_CUDA_S_DLOGITS: return (size_t)act_bytes * chunk * l->vocab;
     case OPS_CUDA_S_ROWS: return (8 + 8 + 4) * N;
     case OPS_CUDA_S_GROUPS: return 4 * (3 * N + 1);
-    case OPS_CUDA_S_PART: return 8 * one((l->flat + 65535) / 65536);
+    case OPS_CUDA_S_PART: return 8 * one((l->flat + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
     case OPS_CUDA_S_IDX: return 4 * N;
     }
     return 0;

@@ -106,7 +106,7 @@ typedef struct {
                             float *logits_host, float *tok_ce_host);
 
     // ---- the optimizer, over flat fp32 ranges ------------------------------------------
-    // sum of squares per 65536-float chunk in double (chunk c into part_host[c]), and their
+    // sum of squares per SUMSQ_CHUNK-float chunk in double (chunk c into part_host[c]), and their
     // sum in chunk order: sumsq()'s number on every backend.
     double (*sumsq)(OpsBackend *be, const float *x, size_t n, double *part_host);
     void (*scale)(OpsBackend *be, float *x, float s, size_t n);

@@ -8,7 +8,6 @@
 
 #include "util/common.h"
 
-#define CPU_LM_CHUNK 128   // kernels/cpu/ops_cpu.c: (chunk, V) logits at a time
 
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk) {
     if (lm_chunk <= 0) lm_chunk = CPU_LM_CHUNK;

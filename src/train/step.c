@@ -31,7 +31,7 @@ void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, do
         // Rank r receives shard r from every rank: world x its own shard size.
         tc->recv = xmalloc_aligned(sizeof(float) * (hi - lo + 1) * (size_t)world);
     }
-    tc->chunk_sq = xcalloc((n + DIST_CHUNK - 1) / DIST_CHUNK + 1, sizeof(double));
+    tc->chunk_sq = xcalloc((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK + 1, sizeof(double));
     tc->loss_local = xcalloc(2 * (size_t)micro_per_rank, sizeof(double));
     tc->loss_all = xcalloc(2 * (size_t)micro_per_rank * (size_t)world, sizeof(double));
 }
@@ -107,7 +107,7 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
     // bounded wait (nccl.cu), where an MPI collective would block for ever.
     d->reduce(d);
     // As clip_grad_norm (torch clip_grad_norm_), from fixed chunks summed in chunk order.
-    const size_t n = tc->model->table.total, nch = (n + DIST_CHUNK - 1) / DIST_CHUNK;
+    const size_t n = tc->model->table.total, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double norm;
     if (tc->bounds) {
         d->shard_sumsq(d, tc->chunk_sq);

@@ -68,7 +68,7 @@ struct StepDevice {
     void (*poison)(StepDevice *d);                      // FAULT INJECTION: local gradient element 0 = NaN
     void (*grad_download)(StepDevice *d, float *host);  // the whole local gradient (tests)
     void (*reduce)(StepDevice *d);                      // this rank's shard of the sum over ranks
-    // Squared norm of the shard per DIST_CHUNK chunk into part[c] (global chunk index c).
+    // Squared norm of the shard per SUMSQ_CHUNK chunk into part[c] (global chunk index c).
     void (*shard_sumsq)(StepDevice *d, double *part);
     void (*shard_scale)(StepDevice *d, float coef);
     void (*shard_adamw)(StepDevice *d, double lr);      // increments tc->opt.step

@@ -178,7 +178,6 @@ static void cpu_swiglu_backward(OpsBackend *be, void *dgu, const void *dout, con
     swiglu_backward(dgu, dout, gu, N, H);
 }
 
-#define CPU_LM_CHUNK 128   // model.c's chunk: (chunk, V) logits at a time
 
 static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW, const void *x, const void *W,
                                 DType t, const int32_t *targets, int N, int C, int V, float z_coef, float inv_count,
@@ -201,7 +200,6 @@ static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW,
     return s;
 }
 
-#define SUMSQ_CHUNK 65536   // kernels/cpu/optim.c
 
 static double cpu_sumsq(OpsBackend *be, const float *x, size_t n, double *part_host) {
     (void)be;

@@ -4,7 +4,6 @@
 
 #include "kernels/kernels.h"
 
-#define SUMSQ_CHUNK 65536
 
 double sumsq(const float *x, size_t n) {
     size_t nchunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;

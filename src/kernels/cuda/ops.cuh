@@ -14,7 +14,6 @@ extern "C" {
 }
 
 #define NORM_PARTS CUDA_NORM_PARTS   // row chunks of a norm weight gradient (sizes.h)
-#define SUMSQ_CHUNK 65536            // as kernels/cpu/optim.c
 
 // cublasLt has no status-string function of its own (cublasGetStatusString is libcublas's).
 static inline const char *lt_status(cublasStatus_t st) {
