@@ -20,6 +20,7 @@
 #include "model/params.h"
 #include "train/checkpoint.h"
 #include "io/ckpt_verify.h"
+#include "train/devstate.h"
 #include "train/optim.h"
 #include "util/common.h"
 #include "util/crc32c.h"
@@ -146,10 +147,16 @@ int main(int argc, char **argv) {
     dist_shard_bounds(n, W, b);
     AdamW sh[3];
     for (int r = 0; r < W; r++) adamw_init_range(&sh[r], &t, b[r], b[r + 1], 0.9, 0.95, 1e-8, 0.1, 0);
-    for (int s = 0; s < 3; s++) {
-        adamw_apply(&whole, p1, g, 1e-3);
-        for (int r = 0; r < W; r++) adamw_apply_range(&sh[r], p2, g + b[r], 1e-3, b[r], b[r + 1]);
+    OpsBackend *cpu = ops_cpu_create(PRECISION_FP32);
+    for (int s = 0; s < 3; s++) {   // the device state's AdamW over the whole table and over each shard
+        DevState ds = {cpu, &t, 0, n, p1, whole.m, whole.v, g, NULL, DT_F32};
+        devstate_adamw(&ds, &whole, 1e-3);
+        for (int r = 0; r < W; r++) {
+            DevState dr = {cpu, &t, b[r], b[r + 1], p2 + b[r], sh[r].m, sh[r].v, g + b[r], NULL, DT_F32};
+            devstate_adamw(&dr, &sh[r], 1e-3);
+        }
     }
+    ops_destroy(cpu);
     CHECK(memcmp(p1, p2, 4 * n) == 0, "sharded AdamW differs from whole-table AdamW");
     for (int r = 0; r < W; r++)
         CHECK(memcmp(whole.m + b[r], sh[r].m, 4 * (b[r + 1] - b[r])) == 0, "shard %d m differs", r);

@@ -86,15 +86,24 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < N; i++) tgt[i] = (i % T) + 1 < (size_t)T ? tok[i + 1] : -100;
     double best = 1e30, sum = 0;
+    // the optimizer as the trainer runs it: the device state's norm chunks, clip and AdamW
+    DevState ds;
+    cuda_devstate(cm, &ds);
+    AdamW opt = {0};
+    opt.beta1 = 0.9, opt.beta2 = 0.95, opt.eps = 1e-8, opt.weight_decay = 0.1;
+    double *part = xcalloc((ds.hi + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK + 1, sizeof(double));
     for (int it = 0; it < warmup + steps; it++) {
         double a = now_seconds();
         cuda_grad_reset(cm);
         LossSums ls = cuda_forward_backward(cm, tok, tgt, B, T, 1e-5f, 1.0f / (float)(N - B), 1, NULL, NULL);
         cuda_grad_push(cm);
         cuda_grad_finish(cm);
-        double gn = sqrt(cuda_grad_sumsq(cm));
-        if (gn > 1.0) cuda_grad_scale(cm, (float)(1.0 / (gn + 1e-6)));
-        cuda_adamw(cm, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, it + 1);
+        devstate_sumsq(&ds, part);
+        double sq = 0;
+        for (size_t c = 0; c < (ds.hi + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK; c++) sq += part[c];
+        double gn = sqrt(sq);
+        if (gn > 1.0) devstate_scale(&ds, (float)(1.0 / (gn + 1e-6)));
+        devstate_adamw(&ds, &opt, 3e-4);
         cuda_sync(cm);
         double dt = now_seconds() - a;
         printf("step %d%s: %.3fs | loss %.4f | gnorm %.3f\n", it + 1, it < warmup ? " (warmup)" : "", dt,
@@ -116,6 +125,7 @@ int main(int argc, char **argv) {
     cuda_model_destroy(cm);
     free(params);
     free(tok);
+    free(part);
     free(tgt);
     param_table_free(&t);
 #else

@@ -131,24 +131,6 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, cons
 #endif
 }
 
-double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *part) {
-    dist_sumsq_parts(shard, bounds[g_rank], bounds[g_rank + 1], part);
-    return dist_sumsq_gather(part, bounds);
-}
-
-void dist_sumsq_parts(const float *shard, size_t lo, size_t hi, double *part) {
-    const size_t c0 = lo / SUMSQ_CHUNK, c1 = (hi + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    // Same per-chunk loop as the kernel's sumsq (a sequential double sum: not reassociated
-    // by the compiler), so W = 1 reproduces sumsq(grads, n) exactly.
-#pragma omp parallel for schedule(static)
-    for (size_t c = c0; c < c1; c++) {
-        size_t a = c * SUMSQ_CHUNK, b = a + SUMSQ_CHUNK < hi ? a + SUMSQ_CHUNK : hi;
-        double s = 0.0;
-        for (size_t i = a; i < b; i++) s += (double)shard[i - lo] * shard[i - lo];
-        part[c] = s;
-    }
-}
-
 double dist_sumsq_gather(double *part, const size_t *bounds) {
     const int W = g_world;
     const size_t n = bounds[W];

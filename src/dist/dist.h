@@ -39,16 +39,10 @@ void dist_shard_bounds(size_t n, int world, size_t *bounds);
 // rank r receives shard r of every rank (MPI_Alltoallv into recv: world x shard r floats)
 // and sums them in a binary-counter tree over source ranks into shard_out.
 void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds);
-// Global sum of squares of a sharded vector: this rank's shard [bounds[r], bounds[r+1]);
-// per-chunk partials (double), all-gathered, summed in chunk order. chunk_scratch holds
-// ceil(n / SUMSQ_CHUNK) doubles.
-double dist_sumsq_sharded(const float *shard, const size_t *bounds, double *chunk_scratch);
-// The same sum from per-chunk partials already in part[c] for this rank's chunks (a
-// device computed them): all-gathered, summed in chunk order.
+// Global sum of squares of a sharded vector from the per-chunk partials part[c] of this
+// rank's chunks (its device computed them: devstate_sumsq), all-gathered, summed in chunk
+// order; part holds ceil(n / SUMSQ_CHUNK) doubles.
 double dist_sumsq_gather(double *part, const size_t *bounds);
-// The per-chunk partials of dist_sumsq_sharded only: shard holds [lo, hi) of the flat
-// buffer (lo chunk-aligned); part[c] for its global chunks c.
-void dist_sumsq_parts(const float *shard, size_t lo, size_t hi, double *part);
 // Gather [lo, hi) of a sharded vector to rank 0: `mine` is this rank's part of it (the
 // intersection with shard rank, in order); rank 0 receives hi - lo floats in full (NULL
 // elsewhere). Used per tensor by the CUDA checkpoint stream (MPI int counts: < 2^31).

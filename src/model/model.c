@@ -26,9 +26,13 @@ void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     m->max_T = max_T;
 }
 
-static void alloc_activations(Model *m) {
+OpsBackend *model_backend(Model *m) {
     if (!m->be) m->be = ops_cpu_create(m->prec);
-    if (graph_init(&m->graph, m->be, &m->cfg, &m->table, m->max_B, m->max_T, 0))
+    return m->be;
+}
+
+static void alloc_activations(Model *m) {
+    if (graph_init(&m->graph, model_backend(m), &m->cfg, &m->table, m->max_B, m->max_T, 0))
         die("model: out of memory for the activations of (B=%d, T=%d)", m->max_B, m->max_T);
 }
 

@@ -34,6 +34,9 @@ void model_destroy(Model *m);
 // backward): PRECISION_BF16 rounds their operands to bf16 (kernels.h); everything else stays
 // fp32. A model starts in fp32; the trainer sets the run's precision and evaluates in fp32.
 void model_set_precision(Model *m, Precision p);
+// The CPU op table the model runs on (created on first use, also for a model_create_lazy
+// one: the host's optimizer runs on it, train/devstate.h).
+OpsBackend *model_backend(Model *m);
 // Bytes of activations + scratch for (B, T) (what model_create allocates besides params).
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk);
 

@@ -201,12 +201,13 @@ void backend_describe(const Backend *be, char *out, size_t outlen) {
 // gradient in order; one GPU updates in place; with NCCL (ZeRO-1 on the devices) ncclReduce
 // per shard sums the ranks' gradients into their owners (NCCL's reduction order: fixed for
 // a given world size, topology and NCCL version, not the same across world sizes), the norm
-// comes from fixed 65536-float chunks all-gathered over MPI, each rank clips and runs AdamW
-// on its shard (fp32 master, m, v only for the shard), then broadcasts its shard of the
-// bf16 weights (and norm weights). Nothing crosses PCIe but the loss sums.
-// Without NCCL (not built, or OLMO_CUDA_NCCL=0) the host-MPI fallback: the summed local
-// gradient is downloaded and everything after it runs on the host exactly as the CPU does
-// (train_step_host_*), then the parameters are uploaded. Correct, slow (the full gradient
+// comes from fixed SUMSQ_CHUNK chunks all-gathered over MPI, each rank clips and runs AdamW
+// on its shard (fp32 master, m, v only for the shard: its DevState, cuda_devstate), then
+// broadcasts its shard of the bf16 weights (and norm weights). Nothing crosses PCIe but the
+// loss sums. Without NCCL (not built, or OLMO_CUDA_NCCL=0) the host-MPI fallback: the
+// summed local gradient is downloaded and everything after it runs on the host exactly as
+// the CPU does (host_reduce, the host's DevState, host_allgather), then the parameters are
+// uploaded. Correct, slow (the full gradient
 // down and the parameters up over PCIe every step); it also serves several ranks on one
 // GPU, which NCCL refuses.
 static CudaModel *dev_cm(StepDevice *d) { return ((Backend *)d->ctx)->cm; }
@@ -223,14 +224,6 @@ static void cu_grad_download(StepDevice *d, float *host) { cuda_grad_download(de
 static void cu_reduce(StepDevice *d) {
     if (((Backend *)d->ctx)->nccl) cuda_grad_reduce(dev_cm(d));
 }
-static void cu_sumsq(StepDevice *d, double *part) { cuda_grad_sumsq_chunks(dev_cm(d), part); }
-static void cu_scale(StepDevice *d, float coef) { cuda_grad_scale(dev_cm(d), coef); }
-static void cu_adamw(StepDevice *d, double lr) {
-    AdamW *o = &d->tc->opt;
-    o->step++;
-    cuda_adamw(dev_cm(d), (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->weight_decay,
-               o->decay_embedding, (int)o->step);
-}
 static void cu_allgather(StepDevice *d) {
     if (((Backend *)d->ctx)->nccl) cuda_params_allgather(dev_cm(d));
 }
@@ -239,13 +232,10 @@ static void cu_allgather(StepDevice *d) {
 static void hm_reduce(StepDevice *d) {
     Backend *be = d->ctx;
     cuda_grad_download(be->cm, be->host_grad);
-    train_step_host_reduce(d->tc, be->host_grad);
+    host_reduce(d->tc, be->host_grad, &d->state);
 }
-static void hm_sumsq(StepDevice *d, double *part) { train_step_host_sumsq(d->tc, part); }
-static void hm_scale(StepDevice *d, float coef) { train_step_host_scale(d->tc, coef); }
-static void hm_adamw(StepDevice *d, double lr) { train_step_host_adamw(d->tc, lr); }
 static void hm_allgather(StepDevice *d) {
-    train_step_host_allgather(d->tc);
+    host_allgather(d->tc);
     cuda_upload_params(dev_cm(d), d->tc->model->params);
 }
 
@@ -259,10 +249,9 @@ static void cuda_step_device(StepDevice *d, Backend *be, TrainCore *tc) {
     d->poison = cu_poison;
     d->grad_download = cu_grad_download;
     d->reduce = be->hostmpi ? hm_reduce : cu_reduce;
-    d->shard_sumsq = be->hostmpi ? hm_sumsq : cu_sumsq;
-    d->shard_scale = be->hostmpi ? hm_scale : cu_scale;
-    d->shard_adamw = be->hostmpi ? hm_adamw : cu_adamw;
     d->params_allgather = be->hostmpi ? hm_allgather : cu_allgather;
+    if (be->hostmpi) host_devstate(&d->state, tc);
+    else cuda_devstate(be->cm, &d->state);
 }
 #endif
 

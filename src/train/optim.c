@@ -78,16 +78,6 @@ void adamw_free(AdamW *o) {
     o->m = o->v = NULL;
 }
 
-void adamw_apply(AdamW *o, float *params, const float *grads, double lr) {
-    o->step++;
-    for (int i = 0; i < o->table->n; i++) {
-        const ParamInfo *p = &o->table->p[i];
-        double wd = (p->kind == PARAM_EMBEDDING && !o->decay_embedding) ? 0.0 : o->weight_decay;
-        adamw_update(params + p->offset, o->m + p->offset, o->v + p->offset, grads + p->offset, p->numel,
-                     (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd, (int)o->step);
-    }
-}
-
 double clip_coef(double norm, double max_norm) {
     double coef = max_norm > 0 ? max_norm / (norm + 1e-6) : 1.0;
     return coef < 1.0 ? coef : 1.0;
@@ -188,16 +178,4 @@ void adamw_init_range(AdamW *o, const ParamTable *t, size_t lo, size_t hi, doubl
     o->eps = eps;
     o->weight_decay = wd;
     o->decay_embedding = decay_embedding;
-}
-
-void adamw_apply_range(AdamW *o, float *params, const float *grads, double lr, size_t lo, size_t hi) {
-    o->step++;
-    for (int i = 0; i < o->table->n; i++) {
-        const ParamInfo *p = &o->table->p[i];
-        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        if (a >= b) continue;   // tensor outside this shard
-        double wd = (p->kind == PARAM_EMBEDDING && !o->decay_embedding) ? 0.0 : o->weight_decay;
-        adamw_update(params + a, o->m + (a - lo), o->v + (a - lo), grads + (a - lo), b - a, (float)lr,
-                     (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd, (int)o->step);
-    }
 }

@@ -48,8 +48,8 @@ typedef struct {
 
 void adamw_init(AdamW *o, const ParamTable *t, double beta1, double beta2, double eps, double wd, int decay_embedding);
 void adamw_free(AdamW *o);
-// One update of every tensor with learning rate lr (grads already clipped).
-void adamw_apply(AdamW *o, float *params, const float *grads, double lr);
+// The update itself runs on the device state (train/devstate.h: devstate_adamw, the one
+// per-tensor loop, through the backend's op table).
 
 // Global L2 norm of the gradients (double, deterministic); if max_norm > 0 scales them by
 // min(1, max_norm / (norm + 1e-6)) as torch.nn.utils.clip_grad_norm_. Returns the norm.
@@ -100,9 +100,5 @@ float *gradacc_finish(GradAcc *g);
 // lo), so optimizer memory per rank falls as 1/world. adamw_free releases it.
 void adamw_init_range(AdamW *o, const ParamTable *t, size_t lo, size_t hi, double beta1, double beta2, double eps,
                       double wd, int decay_embedding);
-// One update of elements [lo, hi) of params (full flat buffer); grads, o->m and o->v are
-// indexed from lo. Per element the arithmetic is adamw_apply's, so sharded updates are
-// bitwise identical to the whole-table update. Increments o->step.
-void adamw_apply_range(AdamW *o, float *params, const float *grads, double lr, size_t lo, size_t hi);
 
 #endif

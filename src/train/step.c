@@ -110,11 +110,11 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
     const size_t n = tc->model->table.total, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double norm;
     if (tc->bounds) {
-        d->shard_sumsq(d, tc->chunk_sq);
+        devstate_sumsq(&d->state, tc->chunk_sq);
         norm = sqrt(dist_sumsq_gather(tc->chunk_sq, tc->bounds));
     } else {
         double *part = xcalloc(nch + 1, sizeof(double)), t = 0;
-        d->shard_sumsq(d, part);
+        devstate_sumsq(&d->state, part);
         for (size_t c = 0; c < nch; c++) t += part[c];
         free(part);
         norm = sqrt(t);
@@ -128,46 +128,34 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         }
     }
     double coef = clip_coef(norm, tc->max_grad_norm);
-    if (coef < 1.0) d->shard_scale(d, (float)coef);
+    if (coef < 1.0) devstate_scale(&d->state, (float)coef);
     StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
-        d->shard_adamw(d, r.lr);
+        devstate_adamw(&d->state, &tc->opt, r.lr);
         d->params_allgather(d);
     }
     return r;
 }
 
-// ---- the host half of a sharded step (the CPU device, and the CUDA host-MPI fallback) ----
-void train_step_host_reduce(TrainCore *tc, float *local) {
+// ---- the host's state and collectives (the CPU device, and the CUDA host-MPI fallback) ----
+void host_devstate(DevState *s, TrainCore *tc) {
     size_t lo, hi;
     train_core_range(tc, &lo, &hi);
+    *s = (DevState){model_backend(tc->model), &tc->model->table, lo, hi, tc->model->params + lo, tc->opt.m, tc->opt.v, NULL,
+                    NULL, DT_F32};
+}
+
+void host_reduce(TrainCore *tc, float *local, DevState *s) {
     tc->local = local;
-    tc->shard = local + lo;
+    tc->shard = local + s->lo;
     if (tc->bounds && tc->world > 1) {
         dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->bounds);
         tc->shard = tc->shard_grad;
     }
+    s->grad = tc->shard;
 }
 
-void train_step_host_sumsq(TrainCore *tc, double *part) {
-    size_t lo, hi;
-    train_core_range(tc, &lo, &hi);
-    dist_sumsq_parts(tc->shard, lo, hi, part);
-}
-
-void train_step_host_scale(TrainCore *tc, float coef) {
-    size_t lo, hi;
-    train_core_range(tc, &lo, &hi);
-    scale_inplace(tc->shard, coef, hi - lo);
-}
-
-void train_step_host_adamw(TrainCore *tc, double lr) {
-    size_t lo, hi;
-    train_core_range(tc, &lo, &hi);
-    adamw_apply_range(&tc->opt, tc->model->params, tc->shard, lr, lo, hi);
-}
-
-void train_step_host_allgather(TrainCore *tc) {
+void host_allgather(TrainCore *tc) {
     if (tc->bounds && tc->world > 1) dist_allgather_shards(tc->model->params, tc->bounds);
 }
 
@@ -188,11 +176,8 @@ static void cpu_poison(StepDevice *d) { d->tc->local[0] = NAN; }
 static void cpu_grad_download(StepDevice *d, float *host) {
     memcpy(host, d->tc->local, sizeof(float) * d->tc->model->table.total);
 }
-static void cpu_reduce(StepDevice *d) { train_step_host_reduce(d->tc, d->tc->local); }
-static void cpu_sumsq(StepDevice *d, double *part) { train_step_host_sumsq(d->tc, part); }
-static void cpu_scale(StepDevice *d, float coef) { train_step_host_scale(d->tc, coef); }
-static void cpu_adamw(StepDevice *d, double lr) { train_step_host_adamw(d->tc, lr); }
-static void cpu_allgather(StepDevice *d) { train_step_host_allgather(d->tc); }
+static void cpu_reduce(StepDevice *d) { host_reduce(d->tc, d->tc->local, &d->state); }
+static void cpu_allgather(StepDevice *d) { host_allgather(d->tc); }
 
 void train_step_cpu_device(StepDevice *d, TrainCore *tc) {
     memset(d, 0, sizeof *d);
@@ -203,10 +188,8 @@ void train_step_cpu_device(StepDevice *d, TrainCore *tc) {
     d->poison = cpu_poison;
     d->grad_download = cpu_grad_download;
     d->reduce = cpu_reduce;
-    d->shard_sumsq = cpu_sumsq;
-    d->shard_scale = cpu_scale;
-    d->shard_adamw = cpu_adamw;
     d->params_allgather = cpu_allgather;
+    host_devstate(&d->state, tc);
 }
 
 StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "train/devstate.h"
 #include "train/optim.h"
 
 typedef struct {
@@ -51,10 +52,12 @@ typedef struct {
     int skipped;
 } StepResult;
 
-// Where a step runs: the micro-batches into this rank's local gradient, the reduction to
-// this rank's shard, and the shard's norm, clip and AdamW. train_step_on (step.c) is the one
-// step over it; the CPU's device is in step.c, the CUDA backend's in backend.c (one GPU,
-// NCCL ZeRO-1, or the host-MPI fallback that keeps Adam on the host).
+// Where a step runs: what really differs between backends, the micro-batches into this
+// rank's local gradient, the reduction to this rank's shard and the all-gather of the
+// updated weights; and the DevState (devstate.h) the shard's norm, clip and AdamW run on,
+// through the backend's op table. train_step_on (step.c) is the one step over it; the CPU's
+// device is in step.c, the CUDA backend's in backend.c (one GPU, NCCL ZeRO-1, or the
+// host-MPI fallback that keeps Adam on the host).
 typedef struct StepDevice StepDevice;
 struct StepDevice {
     void *ctx;
@@ -67,12 +70,10 @@ struct StepDevice {
     void (*grad_end)(StepDevice *d);
     void (*poison)(StepDevice *d);                      // FAULT INJECTION: local gradient element 0 = NaN
     void (*grad_download)(StepDevice *d, float *host);  // the whole local gradient (tests)
-    void (*reduce)(StepDevice *d);                      // this rank's shard of the sum over ranks
-    // Squared norm of the shard per SUMSQ_CHUNK chunk into part[c] (global chunk index c).
-    void (*shard_sumsq)(StepDevice *d, double *part);
-    void (*shard_scale)(StepDevice *d, float coef);
-    void (*shard_adamw)(StepDevice *d, double lr);      // increments tc->opt.step
+    // This rank's shard of the sum over ranks; on return state.grad is the shard's gradient.
+    void (*reduce)(StepDevice *d);
     void (*params_allgather)(StepDevice *d);            // every rank gets every updated shard
+    DevState state;                                     // the shard the optimizer updates
 };
 
 // One optimizer step on device d. inputs, targets: this rank's block of the global batch,
@@ -87,14 +88,14 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
                          int micro_batch, int T, long step, float *grads_out);
 // The CPU's device over tc (its Model, GradAcc, AdamW): the trainer's default step.
 void train_step_cpu_device(StepDevice *d, TrainCore *tc);
-// The host half of a sharded step for a device whose gradient arrives on the host (the
-// CUDA host-MPI fallback): local, this rank's full summed gradient; reduce-scatter, norm
-// chunks, clip, AdamW and the all-gather as on the CPU.
-void train_step_host_reduce(TrainCore *tc, float *local);
-void train_step_host_sumsq(TrainCore *tc, double *part);
-void train_step_host_scale(TrainCore *tc, float coef);
-void train_step_host_adamw(TrainCore *tc, double lr);
-void train_step_host_allgather(TrainCore *tc);
+// The host's DevState of tc: the CPU op table of tc's Model over its parameters and tc's
+// AdamW moments for this rank's range (the gradient is set by host_reduce).
+void host_devstate(DevState *s, TrainCore *tc);
+// The host's collectives, for a device whose gradient is on the host (the CPU, and the CUDA
+// host-MPI fallback): local, this rank's full summed gradient, reduce-scattered to its
+// shard (s->grad); the updated parameters all-gathered.
+void host_reduce(TrainCore *tc, float *local, DevState *s);
+void host_allgather(TrainCore *tc);
 
 // OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, summed over
 // ranks when the core is sharded, so it is the whole global batch's count everywhere.

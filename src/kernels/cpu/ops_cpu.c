@@ -203,14 +203,17 @@ static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW,
 
 static double cpu_sumsq(OpsBackend *be, const float *x, size_t n, double *part_host) {
     (void)be;
-    double total = 0.0;
     size_t nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    for (size_t c = 0; c < nch; c++) {   // sumsq() of one chunk is that chunk's partial
+    double *part = part_host ? part_host : xmalloc(sizeof(double) * (nch ? nch : 1)), total = 0.0;
+    // sumsq() of one chunk is that chunk's partial (its own loop runs single-threaded inside
+    // this parallel one); the partials are added in chunk order.
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nch; c++) {
         size_t lo = c * SUMSQ_CHUNK, len = n - lo < SUMSQ_CHUNK ? n - lo : SUMSQ_CHUNK;
-        double s = sumsq(x + lo, len);
-        if (part_host) part_host[c] = s;
-        total += s;
+        part[c] = sumsq(x + lo, len);
     }
+    for (size_t c = 0; c < nch; c++) total += part[c];
+    if (part != part_host) free(part);
     return total;
 }
 

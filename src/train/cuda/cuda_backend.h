@@ -20,6 +20,7 @@ extern "C" {
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "train/devstate.h"
 
 typedef struct CudaModel CudaModel;
 
@@ -104,16 +105,10 @@ void cuda_grad_push(CudaModel *cm);     // commit the micro-batch the last backw
 void cuda_grad_finish(CudaModel *cm);   // checks that one was pushed; grad is "the gradient"
 void cuda_grad_download(CudaModel *cm, float *host);   // the whole local gradient
 void cuda_grad_poison(CudaModel *cm);   // fault injection: gradient element 0 = NaN
-// Squared norm of the optimizer range's gradient per 65536-float chunk (double, fixed
-// tree) into part[c] for the global chunk indices c of the range (sumsq()'s chunks).
-void cuda_grad_sumsq_chunks(CudaModel *cm, double *part);
-// One device: the whole gradient's squared norm, chunk partials summed in chunk order.
-double cuda_grad_sumsq(CudaModel *cm);
-void cuda_grad_scale(CudaModel *cm, float s);   // the optimizer range
-// AdamW (torch semantics, adamw_update's arithmetic) over the optimizer range, tensor by
-// tensor; the embedding is decayed only with decay_embedding. step = Adam's t after
-// increment. Refreshes the bf16 copy of the range.
-void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, float wd, int decay_embedding, int step);
+// The optimizer range's device state (train/devstate.h): its master, m, v, gradient and
+// (bf16) weight copy on this device, over the device's op table, which devstate_sumsq,
+// devstate_scale and devstate_adamw run on, as for the CPU.
+void cuda_devstate(CudaModel *cm, DevState *s);
 
 // NCCL (built when nccl.h is found, OLMO_NCCL; docs/cuda.md "Multi-GPU"). One rank per GPU.
 int cuda_nccl_built(void);

@@ -35,7 +35,6 @@ struct CudaModel {
     struct NormSeg { size_t off, n, coff; };
     std::vector<NormSeg> norm_segs;
     ModelView nv;               // the fp32 norm weights (master or normf) the graph reads
-    std::vector<double> host_partial;
     int world = 1, rank = 0;
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
     NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only

@@ -69,7 +69,6 @@ static bool model_init(CudaModel *b) {
             }
         b->normf = state_alloc<float>(b, s.norms, &oom);
     }
-    b->host_partial.resize((b->total + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
     b->bytes += CUDA_WORKSPACE_BYTES;   // the ops backend's cuBLASLt workspace
     if (oom) return false;
     const int N = b->max_B * b->max_T, Q = b->cfg.n_heads * b->cfg.head_dim;
@@ -263,52 +262,22 @@ void cuda_grad_poison(CudaModel *cm) {
     poison_cuda(cm->st, cm->grad);
 }
 
-void cuda_grad_sumsq_chunks(CudaModel *cm, double *part) {
+void cuda_devstate(CudaModel *cm, DevState *s) {
     CudaModel *b = cm;
-    if (b->olo % SUMSQ_CHUNK) { die("CUDA: shard start %zu not chunk-aligned", b->olo); }
-    size_t n = b->ohi - b->olo, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, c0 = b->olo / SUMSQ_CHUNK;
-    if (nch == 0) return;
-    b->be->ops->sumsq(b->be, b->grad + b->olo, n, part + c0);   // the op table's chunks, downloaded
+    *s = (DevState){b->be, b->table, b->olo, b->ohi, b->master + (b->olo - b->mlo), b->m, b->v, b->grad + b->olo,
+                    b->is_bf16 ? (void *)((bf16 *)b->w + b->olo) : nullptr, b->is_bf16 ? DT_BF16 : DT_F32};
 }
 
-double cuda_grad_sumsq(CudaModel *cm) {
-    CudaModel *b = cm;
-    size_t nch = (b->total + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    std::fill(b->host_partial.begin(), b->host_partial.end(), 0.0);
-    cuda_grad_sumsq_chunks(cm, b->host_partial.data());
-    double s = 0.0;
-    for (size_t i = 0; i < nch; i++) s += b->host_partial[i];
-    return s;
-}
-
-void cuda_grad_scale(CudaModel *cm, float s) {
-    CudaModel *b = cm;
-    size_t n = b->ohi - b->olo;
-    if (n == 0) return;
-    b->be->ops->scale(b->be, b->grad + b->olo, s, n);
-}
-
-void cuda_adamw(CudaModel *cm, float lr, float beta1, float beta2, float eps, float wd, int decay_embedding, int step) {
-    CudaModel *b = cm;
-    for (int i = 0; i < b->table->n; i++) {
-        const ParamInfo *p = &b->table->p[i];
-        // this device's part of the tensor: [a, e) of the flat table
-        size_t a = p->offset > b->olo ? p->offset : b->olo;
-        size_t e = p->offset + p->numel < b->ohi ? p->offset + p->numel : b->ohi;
-        if (a >= e) continue;
-        float wdi = (p->kind == PARAM_EMBEDDING && !decay_embedding) ? 0.0f : wd;
-        float *pm = b->master + (a - b->mlo), *mm = b->m + (a - b->olo), *vm = b->v + (a - b->olo);
-        void *wc = b->is_bf16 ? (void *)((bf16 *)b->w + a) : nullptr;
-        b->be->ops->adamw(b->be, pm, mm, vm, b->grad + a, wc, b->is_bf16 ? DT_BF16 : DT_F32, e - a, lr, beta1, beta2,
-                          eps, wdi, step);
-        // bf16 with the master sharded: this device's part of each norm weight into normf
-        // (the all-gather sends it to the other ranks).
-        if (p->kind == PARAM_NORM && b->normf) {
-            for (const CudaModel::NormSeg &s : b->norm_segs)
-                if (s.off == p->offset)
-                    CUDA_CHECK(cudaMemcpyAsync(b->normf + s.coff + (a - s.off), pm, (e - a) * 4, cudaMemcpyDeviceToDevice,
-                                               b->st));
-        }
+// bf16 with the master sharded: this device's part of each norm weight (just updated in its
+// master) into normf, the fp32 norm weights the graph reads, which the all-gather sends to
+// the other ranks.
+static void norms_refresh(CudaModel *b) {
+    if (!b->normf) return;
+    for (const CudaModel::NormSeg &s : b->norm_segs) {
+        size_t a = s.off > b->olo ? s.off : b->olo, e = s.off + s.n < b->ohi ? s.off + s.n : b->ohi;
+        if (a < e)
+            CUDA_CHECK(cudaMemcpyAsync(b->normf + s.coff + (a - s.off), b->master + (a - b->mlo), (e - a) * 4,
+                                       cudaMemcpyDeviceToDevice, b->st));
     }
 }
 
@@ -349,6 +318,7 @@ void cuda_grad_reduce(CudaModel *b) {
 // fp32 mode: the master itself) and its pieces of the norm weights (bf16 with a sharded
 // master keeps them in fp32 on every rank).
 void cuda_params_allgather(CudaModel *b) {
+    norms_refresh(b);
     const DType wt = b->is_bf16 ? DT_BF16 : DT_F32;
     std::vector<NcclPiece> p;
     for (int r = 0; r < b->world; r++)
