@@ -3,6 +3,16 @@
 # python3, tests/test_*.sh, tests/test_*.mjs with node) and ends with the line
 # "N passed, N failed". A test passes when it exits 0. Optional args: name filters.
 cd "$(dirname "$0")/.."
+# A full temporary directory makes tests fail in ways that look like bugs (a short write
+# here, a missing file there): check it first.
+need_mb=${OLMO_TEST_TMP_MB:-2048}
+tmpdir=${TMPDIR:-/tmp}
+avail_mb=$(df -Pm "$tmpdir" 2>/dev/null | awk 'NR == 2 {print $4}')
+if [ -z "$avail_mb" ] || [ "$avail_mb" -lt "$need_mb" ]; then
+  echo "run.sh: ${avail_mb:-no} MiB free in TMPDIR=$tmpdir; the suite needs about $need_mb MiB there (point TMPDIR at a roomier directory)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
 export OLMO_BIN="$PWD/build/olmo"
 export PYTHON=/usr/bin/python3
 pass=0; fail=0; failed=()
