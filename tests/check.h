@@ -4,6 +4,13 @@
 #define OLMO_TEST_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
+
+// Where a test puts its files: $TMPDIR as mktemp uses it, else /tmp.
+static inline const char *test_tmpdir(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
 
 static int failures = 0;
 #define CHECK(cond, ...)                                         \

@@ -45,8 +45,8 @@ static void fetch(void *ctx, int which, size_t offset, size_t n, float *dst) {
 // same three files, byte for byte, as snap_dir's snapshot write of that step.
 static void check_streamed(const char *snap_dir, const ParamTable *t, const TrainState *st, const float *p,
                            const float *m, const float *v) {
-    char dir[64], cmd[256];
-    snprintf(dir, sizeof dir, "/tmp/olmo_test_checkpoint_fetch.%d", (int)getpid());
+    char dir[200], cmd[256];
+    snprintf(dir, sizeof dir, "%s/olmo_test_checkpoint_fetch.%d", test_tmpdir(), (int)getpid());
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {}
     Src src = {{p, m, v}, t, 0, 1};
@@ -162,9 +162,9 @@ int main(int argc, char **argv) {
         CHECK(memcmp(whole.m + b[r], sh[r].m, 4 * (b[r + 1] - b[r])) == 0, "shard %d m differs", r);
 
     // write a checkpoint (sync), load rank 1's shard
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/olmo_test_checkpoint.%d", (int)getpid());
-    char cmd[256];
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/olmo_test_checkpoint.%d", test_tmpdir(), (int)getpid());
+    char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {}
     CkptWriter *w = ckpt_writer_create(dir, &t, 2, 0, 1);

@@ -39,6 +39,11 @@
 #include "train/cuda/cuda_backend.h"
 #endif
 
+static const char *test_tmpdir(void) {   // as check.h's
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 static int failures;
 #define CHECK(cond, ...)                          \
     do {                                          \
@@ -170,7 +175,7 @@ static void band_free(Band *b) {
 // byte the checkpoint the CPU writes of the same state downloaded to the host
 // (ckpt_snapshot_buffers + ckpt_commit): model, optimizer and train state files alike.
 static void streamed_checkpoint(Run *g, const ModelConfig *cfg, const char *tag) {
-    char dir[2][128], cmd[600];
+    char dir[2][200], cmd[1024];
     TrainState st;
     memset(&st, 0, sizeof st);
     st.cfg = *cfg;
@@ -184,7 +189,7 @@ static void streamed_checkpoint(Run *g, const ModelConfig *cfg, const char *tag)
     st.recipe_yaml = "model:\n  preset: olmo3-tiny\n";
     ckpt_sha256_hex(st.recipe_yaml, strlen(st.recipe_yaml), st.recipe_sha256);
     for (int k = 0; k < 2; k++) {
-        snprintf(dir[k], sizeof dir[k], "/tmp/olmo_test_cuda_ckpt.%d.%d", (int)getpid(), k);
+        snprintf(dir[k], sizeof dir[k], "%s/olmo_test_cuda_ckpt.%d.%d", test_tmpdir(), (int)getpid(), k);
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir[k]);
         if (system(cmd)) {}
         CkptWriter *w = ckpt_writer_create(dir[k], &g->m.table, 1, 0, 0);

@@ -28,7 +28,7 @@
 #define SEQ 16
 #define NDOCS 23
 
-static char dir[] = "/tmp/test_eval_XXXXXX";
+static char dir[200];
 
 static char *path_in(const char *name) {
     char *p = xmalloc(strlen(dir) + strlen(name) + 2);
@@ -156,6 +156,7 @@ static void test_forward_hook(void) {
 int main(int argc, char **argv) {
     (void)argc;
     blas_core_init(argv);
+    snprintf(dir, sizeof dir, "%s/test_eval_XXXXXX", test_tmpdir());
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     // Documents: random ids in [0, 998], lengths 0..40 (+ EOS), plus a trailing run without EOS.
     uint32_t *tok = xmalloc(sizeof(uint32_t) * 2000);

@@ -20,7 +20,7 @@
 
 #include "check.h"
 
-static char dir[256];
+static char dir[200];
 enum { T = 16, VOCAB = 1 << 20 };
 
 // Token file `name` with n tokens, token i = base + i.
@@ -157,7 +157,7 @@ static void set_state_child(void *arg) {
 int main(int argc, char **argv) {
     (void)argc;
     blas_core_init(argv);
-    snprintf(dir, sizeof dir, "/tmp/test_loader_XXXXXX");
+    snprintf(dir, sizeof dir, "%s/test_loader_XXXXXX", test_tmpdir());
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     fa0 = make_file("a0.npy", 0, 40 * T + 5);
     fa1 = make_file("a1.npy", 100000, 3);
