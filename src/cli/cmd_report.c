@@ -55,6 +55,7 @@ typedef struct {
     const char *dir;
     char label[256];
     RecList train, eval, alarms;
+    RecList attached;   // RUN_DIR/evals.jsonl: `olmo eval RUN --attach` records
     Recipe *recipe;     // NULL when RUN_DIR/recipe.yml is missing (else the newest segment's)
     HistorySegment *segs;   // the recipes it trained under (src/train/history.h)
     int nsegs;
@@ -90,10 +91,13 @@ static void add_record(cJSON *o, void *ctx) {
     else cJSON_Delete(o);
 }
 
+static void add_attached(cJSON *o, void *ctx) { reclist_push(&((Run *)ctx)->attached, o); }
+
 static void load_run(Run *run, const char *dir) {
     memset(run, 0, sizeof *run);
     run->dir = dir;
     metrics_read(dir, "report", add_record, run);
+    metrics_read_attached(dir, "report", add_attached, run);
     run->nsegs = history_read(dir, "report", &run->segs);
     struct stat st;
     char path[4096];
@@ -112,8 +116,8 @@ static void load_run(Run *run, const char *dir) {
 }
 
 static void free_run(Run *run) {
-    RecList *ls[3] = {&run->train, &run->eval, &run->alarms};
-    for (int i = 0; i < 3; i++) {
+    RecList *ls[4] = {&run->train, &run->eval, &run->alarms, &run->attached};
+    for (int i = 0; i < 4; i++) {
         for (int j = 0; j < ls[i]->n; j++) cJSON_Delete(ls[i]->r[j]);
         free(ls[i]->r);
     }
@@ -366,6 +370,17 @@ static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, cons
     fprintf(f, "</tr>\n</table>\n");
 }
 
+// A record's row of a table: <tr>, the run, the record's step, `text` in a cell of class `cls`.
+static void row_begin(FILE *f, const char *label, const cJSON *o, const char *cls, const char *text) {
+    fprintf(f, "<tr><td>");
+    html_escape(f, label);
+    fprintf(f, "</td>");
+    cell_num(f, num(o, "step"), "%.0f");
+    fprintf(f, "<td class=\"%s\">", cls);
+    html_escape(f, text);
+    fprintf(f, "</td>");
+}
+
 static void alarms_table(FILE *f, const Run *runs, int nruns) {
     int total = 0;
     for (int r = 0; r < nruns; r++) total += runs[r].alarms.n;
@@ -375,13 +390,8 @@ static void alarms_table(FILE *f, const Run *runs, int nruns) {
         for (int i = 0; i < runs[r].alarms.n; i++) {
             const cJSON *o = runs[r].alarms.r[i];
             const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "alarm");
-            fprintf(f, "<tr><td>");
-            html_escape(f, runs[r].label);
-            fprintf(f, "</td>");
-            cell_num(f, num(o, "step"), "%.0f");
-            fprintf(f, "<td class=\"alarm\">");
-            html_escape(f, cJSON_IsString(a) ? a->valuestring : "?");
-            fprintf(f, "</td><td>");
+            row_begin(f, runs[r].label, o, "alarm", cJSON_IsString(a) ? a->valuestring : "?");
+            fprintf(f, "<td>");
             // Every other field, as key=value (the "why" text first when present).
             const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "why");
             if (!why) why = cJSON_GetObjectItemCaseSensitive(o, "message");
@@ -401,6 +411,40 @@ static void alarms_table(FILE *f, const Run *runs, int nruns) {
             fprintf(f, "</td></tr>\n");
         }
     fprintf(f, "</table>\n");
+}
+
+// Evaluations attached afterwards (`olmo eval RUN --attach`): one row per record, a column
+// per held-out set (CE) and per task (acc) that any of them has.
+static void attached_table(FILE *f, const Run *runs, int nruns) {
+    Names cols = {0, NULL};
+    int total = 0;
+    for (int r = 0; r < nruns; r++)
+        for (int i = 0; i < runs[r].attached.n; i++, total++) {
+            const cJSON *it;
+            cJSON_ArrayForEach(it, runs[r].attached.r[i]) {
+                const char *k = it->string, *slash = k ? strrchr(k, '/') : NULL;
+                if (slash && ((!strncmp(k, "eval/", 5) && !strcmp(slash, "/ce")) ||
+                              (!strncmp(k, "task/", 5) && !strcmp(slash, "/acc"))))
+                    names_add(&cols, k, strlen(k));
+            }
+        }
+    if (!total) {
+        fprintf(f, "<p class=\"note\">None (<code>olmo eval RUN --attach</code> adds them: RUN/evals.jsonl).</p>\n");
+        return;
+    }
+    fprintf(f, "<table class=\"attached\">\n<tr><th>run</th><th>step</th><th>checkpoint</th><th>seq_len</th>");
+    for (int c = 0; c < cols.n; c++) { fprintf(f, "<th>"); html_escape(f, cols.name[c]); fprintf(f, "</th>"); }
+    fprintf(f, "</tr>\n");
+    for (int r = 0; r < nruns; r++)
+        for (int i = 0; i < runs[r].attached.n; i++) {
+            const cJSON *o = runs[r].attached.r[i], *ck = cJSON_GetObjectItemCaseSensitive(o, "checkpoint");
+            row_begin(f, runs[r].label, o, "path", cJSON_IsString(ck) ? ck->valuestring : "?");
+            cell_num(f, num(o, "seq_len"), "%.0f");
+            for (int c = 0; c < cols.n; c++) cell_num(f, num(o, cols.name[c]), "%.4f");
+            fprintf(f, "</tr>\n");
+        }
+    fprintf(f, "</table>\n");
+    names_free(&cols);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -475,6 +519,9 @@ int cmd_report(int argc, char **argv) {
     summary(f, runs, nruns, &sets, &tasks);
     fprintf(f, "<h2>Alarms</h2>\n");
     alarms_table(f, runs, nruns);
+
+    fprintf(f, "<h2>Evaluations attached with olmo eval --attach</h2>\n");
+    attached_table(f, runs, nruns);
 
     char key[256];
     fprintf(f, "<h2>Training loss</h2>\n<div class=\"charts\">\n");

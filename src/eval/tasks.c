@@ -132,9 +132,9 @@ static void parse_example(Evaluator *e, Where w, const cJSON *o, TaskExample *x)
     }
 }
 
-void eval_task_load(Evaluator *e, EvalTask *t, const char *spec) {
+void eval_task_load(Evaluator *e, EvalTask *t, const char *spec, const Recipe *r) {
     static const char *const strip[] = {".jsonl", ".json", NULL};
-    eval_split_spec(spec, strip, t->name, &t->path);
+    eval_split_spec(spec, strip, r, t->name, &t->path);
     size_t len = 0;
     char *buf = read_file_all(t->path, &len);
     if (!buf) die_input("eval task %s: cannot read %s: %s", t->name, t->path, strerror(errno));
