@@ -1,4 +1,4 @@
-// cmd_compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (OLMO3.md s.6: the
+// cmd_compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (docs/olmo3.md s.6: the
 // MaxText reproduction compared held-out surfaces at landmarks, plus token-level KL.)
 //
 //  1. Landmarks: the steps at which both runs wrote an eval record to metrics.jsonl.

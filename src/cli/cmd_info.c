@@ -1,5 +1,5 @@
 // cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]`:
-// parameter counts, FLOPs per token by both counts of OLMO3.md s.8, and the memory a rank
+// parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, and the memory a rank
 // needs (with --backend cuda: per GPU, from the CUDA allocator's own plan).
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +79,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (OLMo-core count and the\n"
-            "  sliding-window-aware count, OLMO3.md s.8) at the recipe's sequence length, and the memory\n"
+            "  sliding-window-aware count, docs/olmo3.md s.8) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"

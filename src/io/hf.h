@@ -42,7 +42,7 @@ int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_
 int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
 
 // max_position_embeddings of an export when neither YaRN nor the run says otherwise:
-// OLMo 3's pretraining sequence length (OLMO3.md s.1).
+// OLMo 3's pretraining sequence length (docs/olmo3.md s.1).
 #define HF_DEFAULT_MAX_POS 8192
 
 // `olmo export-hf`: CKPT (as model_source_resolve takes it) to the Hugging Face Olmo3

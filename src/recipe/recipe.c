@@ -111,7 +111,7 @@ static const Key KEYS[] = {
     {"data.eos_id", T_LONG, F(eos_id), "100257", "token that ends a document in the training files (dolma2 EOS)"},
 
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
-    {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (OLMO3.md s.7); tests only"},
+    {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
 
     {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs); `olmo train` refuses a recipe without them unless eval.off is true"},
     {"eval.off", T_BOOL, F(eval_off), "false", "true = train without in-loop held-out evaluation, on purpose (sets and tasks are then not run during training)"},

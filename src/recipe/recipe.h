@@ -76,7 +76,7 @@ typedef struct {
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread
-    int debug_double_shard;     // bool: reproduce the double-sharding bug (OLMO3.md s.7)
+    int debug_double_shard;     // bool: reproduce the double-sharding bug (docs/olmo3.md s.7)
 
     // eval.*: held-out evaluation (src/eval, docs/eval.md)
     int n_eval_sets;
