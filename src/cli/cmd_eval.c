@@ -48,7 +48,7 @@ static void usage(FILE *f) {
             "  key=value         recipe override, e.g. eval.max_docs=10\n"
             "\n"
             "Metric keys: eval/<set>/{ce,ppl,bpb,tokens,bytes,docs}, eval/macro/{ce,ppl,bpb},\n"
-            "task/<name>/{acc,len_norm,bpb,examples}, eval/seconds. Bad input exits 2.\n");
+            "task/<name>/{acc,len_norm,bpb,chance,examples}, eval/seconds. Bad input exits 2.\n");
 }
 
 // --attach: the run the evaluated model belongs to (the model file's directory, or two
