@@ -23,6 +23,7 @@ w("tok.npy", [random.randrange(999) for _ in range(8000)])
 held = []
 for n in (40, 70, 25, 90): held += [random.randrange(999) for _ in range(n)] + [999]
 w("held.npy", held)
+w("ood.heldout.npy", held[::-1][1:] + [999])   # a held-out split of a source not trained on
 PY
 cat >"$T/s1.yml" <<YML
 model: {preset: olmo3-tiny}
@@ -30,7 +31,7 @@ train: {seq_len: 32, global_batch: 4, micro_batch: 2, max_steps: 8, run_dir: $T/
 optim: {lr: 0.003}
 schedule: {warmup_steps: 1}
 data: {paths: [$T/tok.npy]}
-eval: {sets: ["held=$T/held.npy"], eos_id: 999, interval: 2}
+eval: {sets: ["held=$T/held.npy", "$T/ood.heldout.npy"], eos_id: 999, interval: 2}
 perf: {peak_flops: 1e11}
 ckpt: {interval: 0}
 YML
@@ -44,6 +45,8 @@ html = open(sys.argv[1]).read()
 assert '<g class="vline">' in html and ">stage2</text>" in html, "no stage boundary"
 assert "held: CE (nats), evaluated at 32 tokens" in html and "held: CE (nats), evaluated at 64 tokens" in html, "no split by length"
 assert "(log scale)" in html and "tokens (all stages on one axis)" in html
+assert "in-domain (the set the memorization alarm watches)" in html, "set roles"
+assert "out of domain: held-out documents of source ood, which the run does not train on" in html, "set roles"
 # stage 2's first training point sits right of stage 1's last one on the token axis
 def xs(series):
     m = re.search(r'data-series="%s" [^>]*d="([^"]*)"' % re.escape(series), html)

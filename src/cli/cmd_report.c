@@ -523,6 +523,30 @@ static void tasks_table(FILE *f, const Run *runs, int nruns, const Names *tasks)
                "choices (recorded by olmo.c's evaluation since issue 37; &ndash; for older records).</p>\n");
 }
 
+// What a held-out set is to the run: "<source>.heldout.npy" (olmo prepare's held-out split)
+// of a source the run trains on is in-domain, of one it does not train on out of domain;
+// otherwise the set the memorization alarm watches is taken as in-domain.
+static const char *set_role(const Recipe *rc, const char *path, int watched, char *buf, size_t n) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t bl = strlen(b), sl = strlen(".heldout.npy");
+    if (bl > sl && !strcmp(b + bl - sl, ".heldout.npy")) {
+        char src[256];
+        snprintf(src, sizeof src, "%.*s.npy", (int)(bl - sl), b);
+        int trained = 0;
+        for (int k = 0; k < rc->n_paths + rc->n_sources && !trained; k++) {
+            const char *t = k < rc->n_paths ? rc->paths[k] : rc->sources[k - rc->n_paths];
+            const char *tb = strrchr(t, '/');
+            trained = !strcmp(tb ? tb + 1 : t, src);
+        }
+        snprintf(buf, n, "%s: held-out documents of source %.*s, %s", trained ? "in-domain" : "out of domain",
+                 (int)(bl - sl), b, trained ? "which the run trains on" : "which the run does not train on");
+    } else snprintf(buf, n, "%s", watched ? "in-domain (the set the memorization alarm watches)" : "another held-out set");
+    if (watched) snprintf(buf + strlen(buf), n - strlen(buf), "%s", "; the memorization alarm compares its CE with the "
+                                                                     "training loss");
+    return buf;
+}
+
 // What each held-out set is: its file (the recipe's eval.sets), documents and tokens scored,
 // the length it was evaluated at, and whether the memorization alarm watches it.
 static void sets_table(FILE *f, const Run *runs, int nruns) {
@@ -556,9 +580,10 @@ static void sets_table(FILE *f, const Run *runs, int nruns) {
             fprintf(f, "</td>");
             cell_num(f, o ? num(o, kd) : NAN, "%.0f");
             cell_num(f, o ? num(o, kt) : NAN, "%.0f");
-            fprintf(f, "<td>%d tokens</td><td>%s</td></tr>\n", rc->seq_len,
-                    watched ? "in-domain: the memorization alarm compares its CE with the training loss"
-                            : "another held-out set");
+            char role[600];
+            fprintf(f, "<td>%d tokens</td><td>", rc->seq_len);
+            html_escape(f, set_role(rc, eq ? eq + 1 : spec, watched, role, sizeof role));
+            fprintf(f, "</td></tr>\n");
             any = 1;
         }
     }
