@@ -727,9 +727,6 @@ int cmd_report(int argc, char **argv) {
     fprintf(f, "<h2>Held-out sets: what each one is</h2>\n");
     sets_table(f, runs, nruns);
 
-    fprintf(f, "<h2>Evaluations attached with olmo eval --attach</h2>\n");
-    attached_table(f, runs, nruns);
-
     char key[256];
     fprintf(f, "<h2>Training loss</h2>\n<div class=\"charts\">\n");
     chart(&rp, "Training loss", "loss (nats)", 0, "loss", NULL);
@@ -751,6 +748,8 @@ int cmd_report(int argc, char **argv) {
 
     fprintf(f, "<h2>Downstream tasks</h2>\n");
     tasks_table(f, runs, nruns, &tasks);
+    fprintf(f, "<h2>Evaluations attached with olmo eval --attach</h2>\n");
+    attached_table(f, runs, nruns);
 
     fprintf(f, "<h2>Optimization and throughput</h2>\n<div class=\"charts\">\n");
     chart(&rp, "Learning rate", "LR", 0, "lr", NULL);
