@@ -94,6 +94,16 @@ all: $(BUILD)/olmo tests
 $(BUILD)/olmo: $(BUILD)/src/cli/main.o $(BUILD)/libolmo.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# `olmo --version`: the commit the binary is built from (git describe; "unknown" outside a
+# git checkout). The stamp file changes only when the commit does, so main.o is rebuilt then.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/git-rev.txt: FORCE
+	@mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
+$(BUILD)/src/cli/main.o: $(BUILD)/git-rev.txt
+$(BUILD)/src/cli/main.o: CFLAGS += -DOLMO_GIT_REV='"$(GIT_REV)"'
+.PHONY: FORCE
+FORCE:
+
 $(BUILD)/libolmo.a: $(OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -55,6 +55,7 @@ train: {seq_len: 64, global_batch: 4, micro_batch: 2, max_steps: 6}
 schedule: {warmup_steps: 2}
 data: {paths: [$TMP/tok.npy]}
 perf: {peak_flops: 1e11}
+eval: {off: true}
 YML
 echo "== 2. step-time cost of checkpointing (olmo3-60m, seq 64, batch 4, 6 steps, checkpoints at 2, 4, 6, $(nproc) threads)"
 # The loop records what each checkpoint blocked it for (metrics.jsonl kind "checkpoint"):
@@ -79,6 +80,7 @@ schedule: {warmup_steps: 2}
 data: {paths: [$TMP/tok.npy]}
 perf: {peak_flops: 1e11}
 ckpt: {interval: 0}
+eval: {off: true}
 YML
 tps() { /usr/bin/python3 -c "import json;r=[json.loads(l) for l in open('$1/metrics.jsonl')];t=[x for x in r if x.get('kind')=='train'][1:];print(f'{sum(x[\"tokens_per_s\"] for x in t)/len(t):.0f} {sum(x[\"tokens_per_s_per_rank\"] for x in t)/len(t):.0f}')"; }
 OMP_NUM_THREADS=1 "$OLMO" train "$TMP/d.yml" train.run_dir="$TMP/w1" > /dev/null

@@ -29,7 +29,7 @@ import resource, subprocess, sys, time, re
 olmo, tmp, T = sys.argv[1], sys.argv[2], int(sys.argv[3])
 args = [olmo, "train", "/dev/null", "model.preset=olmo3-60m", f"train.seq_len={T}", "train.global_batch=1",
         "train.micro_batch=1", "train.max_steps=2", f"train.run_dir={tmp}/run{T}", "train.resume=never",
-        f"data.paths={tmp}/tok.npy", "ckpt.interval=0", "perf.peak_flops=1e11"] + sys.argv[4].split()
+        f"data.paths={tmp}/tok.npy", "ckpt.interval=0", "perf.peak_flops=1e11", "eval.off=true"] + sys.argv[4].split()
 t0 = time.time()
 out = subprocess.run(args, capture_output=True, text=True)
 if out.returncode != 0:

@@ -10,7 +10,7 @@ one sequence of T tokens per step, the same training step our test_cuda_bench ti
 time is unbounded, gets a time limit of its own and cannot cost the eager figures.)
 
 On out-of-memory it retries with half the layers and says so. Prints RESULT lines with
-tokens/s and MFU under both FLOP counts of OLMO3.md s.8 (peak 989.5 TFLOP/s).
+tokens/s and MFU under both FLOP counts of docs/olmo3.md s.8 (peak 989.5 TFLOP/s).
 """
 import argparse
 import sys

@@ -21,6 +21,7 @@ schedule: {warmup_steps: 2}
 data: {paths: [$TMP/tok.npy]}
 perf: {peak_flops: 1e11}
 ckpt: {interval: 5}
+eval: {off: true}
 YML
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # train DIR [key=value...]: single process, output in DIR.log

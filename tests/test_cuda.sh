@@ -79,7 +79,7 @@ for d in range(12):
     ids += [random.randrange(999) for _ in range(random.randrange(1, 50))] + [999]
 open(sys.argv[1], 'wb').write(struct.pack('<%dI' % len(ids), *ids))
 PY
-{ cat "$TMP/r.yml"; echo "eval: {sets: [\"held=$TMP/held.npy\"], eos_id: 999, interval: 2}"; } >"$TMP/ev.yml"
+{ grep -v "^eval:" "$TMP/r.yml"; echo "eval: {sets: [\"held=$TMP/held.npy\"], eos_id: 999, interval: 2}"; } >"$TMP/ev.yml"
 # eval_vs_cpu DIR DEVICE TOL [key=value...]: train 3 steps with evaluation, then compare
 # the last in-loop record with `olmo eval DIR/model.safetensors` (relative TOL).
 eval_vs_cpu() {

@@ -1,6 +1,6 @@
 // test_cuda_bench.c: training-step throughput of the CUDA backend (one micro-batch per
 // step: forward, backward, gradient tree, global norm, clip, AdamW), tokens/s and MFU with
-// both FLOP counts of OLMO3.md s.8 against 989.5 TFLOP/s (H100/H200 SXM dense bf16).
+// both FLOP counts of docs/olmo3.md s.8 against 989.5 TFLOP/s (H100/H200 SXM dense bf16).
 //   test_cuda_bench [preset=olmo3-60m] [layers=N] [T=1024] [B=1] [steps=2] [warmup=1] [precision=bf16] [recompute=0]
 // MFU counts model FLOPs only: with recompute the extra forward is not credited.
 // scripts/gpu-check.sh runs it with OLMo 3 7B width at T = 8192. Without a device: SKIP.

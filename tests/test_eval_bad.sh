@@ -88,7 +88,7 @@ expect ckpt_missing  "$T/nockpt" -- "$T/nockpt" "${S[@]}" --set "$T/good.npy"
 expect ckpt_dir      "has no model.safetensors" -- "$T" "${S[@]}" --set "$T/good.npy"
 expect ckpt_bad      "$C" -- "$C" "${S[@]}" --set "$T/good.npy"
 expect nothing       "nothing to evaluate" -- "$C" "${S[@]}"
-expect no_recipe     "--recipe" -- "$C" --set "$T/good.npy"
+expect no_recipe     "is not a checkpoint: it has no safetensors header" -- "$C" --set "$T/good.npy"   # (a real model file without a shape: "give --recipe")
 expect bad_interval  "eval.interval must be >= 0" -- "$C" "${S[@]}" --set "$T/good.npy" eval.interval=-1
 expect bad_device    "eval.device must be auto or cpu, got 'gpu'" -- "$C" "${S[@]}" --set "$T/good.npy" eval.device=gpu
 expect bad_key       "eval.max_doc.*eval.max_docs" -- "$C" "${S[@]}" --set "$T/good.npy" eval.max_doc=3

@@ -52,6 +52,7 @@ cat > "$T/big.yml" <<YML
 model: {d_model: 65536, n_layers: 200, n_heads: 512, n_kv_heads: 512, mlp_hidden: 262144, vocab_size: 100278}
 train: {seq_len: 4096, global_batch: 8, micro_batch: 1, max_steps: 1, run_dir: $T/run}
 data: {paths: [$T/tok.npy]}
+eval: {off: true}
 YML
 refuse recipe-1e13-params "parameters; at most" "$OLMO" train "$T/big.yml"
 [ ! -e "$T/run" ] || fail "recipe-1e13-params: the run dir was created"

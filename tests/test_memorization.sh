@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_memorization.sh: the data-loader bug that only held-out evaluation caught
-# (OLMO3.md s.7), reproduced on the default corpus. The same recipe trains twice: clean,
+# (docs/olmo3.md s.7), reproduced on the default corpus. The same recipe trains twice: clean,
 # and with loader.debug_double_shard=true (the index stream sharded twice, so the run
 # revisits half of the data). The buggy run must report LOWER training loss but NOT lower
 # held-out loss, and the memorization alarm must fire for it alone; the loader's own

@@ -103,7 +103,13 @@ for line in open(os.path.join(ROOT, "configs", "mixes", "v3-small-ppl-validation
         label, path = line.strip().split(",")
         want.append(f"{label}=/data/ai2-llm/" + path.replace("{TOKENIZER}", "dolma2-tokenizer"))
 for cfg in ("configs/olmo3-7b-stage1.yml", "configs/olmo3-7b-stage1-part2.yml"):
-    got = [l.strip()[2:] for l in open(os.path.join(ROOT, cfg)) if l.strip().startswith("- ") and "-validation=" in l]
+    lines = [l.strip() for l in open(os.path.join(ROOT, cfg))]
+    base = [l.split(":", 1)[1].split("#")[0].strip() for l in lines if l.startswith("base_dir:")]
+    tok = [l.split(":", 1)[1].split("#")[0].strip() for l in lines if l.startswith("tokenizer_id:")]
+    got = [l[2:] for l in lines if l.startswith("- ") and "-validation=" in l]
+    if base and tok:   # eval.base_dir + {TOKENIZER} (eval.tokenizer_id), as the recipe resolves them
+        got = [g.split("=", 1)[0] + "=" + base[0].rstrip("/") + "/" + g.split("=", 1)[1].replace("{TOKENIZER}", tok[0])
+               for g in got]
     check(got == want and len(want) == 11, f"{cfg}: eval.sets {got} != {want}")
 
 # 3. bad input

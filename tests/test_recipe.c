@@ -394,7 +394,7 @@ static void test_print_keys(void) {
 }
 
 // configs/olmo3-7b-stage3.yml carries every number of OLMo 3's long-context stage
-// (OLMO3.md s.4, OLMo-core's OLMo-3-1025-7B-long-context.py), and the YaRN tables go to
+// (docs/olmo3.md s.4, OLMo-core's OLMo-3-1025-7B-long-context.py), and the YaRN tables go to
 // the full-attention layers only.
 // The OLMo 3 stage configs: the numbers of OLMo-core's official scripts (docs/reproducing-olmo3.md).
 static void test_stage12_configs(void) {

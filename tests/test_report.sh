@@ -55,13 +55,19 @@ for run in ("run-a", "run-b"):
                                      "eval/macro/bpb")]
     for s in ("c4", "wiki"):
         want += [f"{run}:eval/{s}/{m}" for m in ("ce", "ppl", "bpb")]
-    want += [f"{run}:task/pick/{m}" for m in ("acc", "len_norm", "bpb")]
 missing = [w for w in want if w not in series]
 assert not missing, f"missing series: {missing}; have {sorted(series)}"
 for bad in ("http:", "https:", "<script", "src=", "url(", "@import"):
     assert bad not in html.lower(), f"external reference or script: {bad}"
 assert "<title>A vs B &lt;test&gt;</title>" in html, "title not escaped"
-assert html.count("<svg") >= 20, html.count("<svg")
+assert html.count("<svg") >= 15, html.count("<svg")
+# downstream tasks: one table, acc next to chance (3 choices: 0.333), not one chart per metric
+m = re.search(r'<table class="tasks">(.*?)</table>', html, re.S)
+assert m and m.group(1).count("<th>pick</th>") == 2 and "<td>0.333</td>" in m.group(1), "tasks table"
+assert "data-series=\"run-a:task/" not in html, "task charts"
+# the sets legend, perplexity on a log scale, responsive grid
+assert re.search(r'<table class="sets">.*<th>c4</th>.*</table>', html, re.S), "sets table"
+assert "perplexity, macro (log scale)" in html and "grid-template-columns" in html
 assert "memorization" in html and "held-out CE rose &lt;0.01&gt;" in html, "alarm row"
 assert re.search(r"<th>alarms</th><td>0</td><td class=\"alarm\">1</td>", html), "alarm counts"
 assert "olmo3-tiny" in html and "6 / 6" in html, "summary facts"

@@ -105,7 +105,7 @@ ids = []
 for d in range(12): ids += [random.randrange(998) for _ in range(20)] + [999]
 open(sys.argv[1], 'wb').write(struct.pack('<%dI' % len(ids), *ids))
 PY
-E=(eval.sets=h=$TMP/set.npy eval.eos_id=999)
+E=(eval.off=false eval.sets=h=$TMP/set.npy eval.eos_id=999)   # resume_lib.sh: eval.off: true
 train $TMP/D "${E[@]}" || fail "D"
 train $TMP/F "${E[@]}" train.stop_at=6 && train $TMP/F "${E[@]}" optim.lr=1e-3 train.allow_recipe_change=optim.lr || fail "F"
 rc=0; "$OLMO" compare $TMP/D $TMP/F >$TMP/cmp.out 2>&1 || rc=$?

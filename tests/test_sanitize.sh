@@ -47,6 +47,7 @@ schedule: {warmup_steps: 2}
 data: {paths: [$T/tok.npy]}
 perf: {peak_flops: 1e11}
 ckpt: {interval: 3}
+eval: {off: true}
 YML
 "$OLMO" train "$T/r.yml" >"$T/train.log" 2>&1 || { tail -30 "$T/train.log"; fail "olmo train (sanitized)"; }
 san_check "$T/train.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_train.sh: `olmo train` and `olmo info` (issue 2): bitwise determinism across
 # OMP_NUM_THREADS, bad input (exit 2, a message naming the key or file, nothing written),
-# and the OLMo 3 7B figures of `olmo info` (OLMO3.md sections 1 and 8).
+# and the OLMo 3 7B figures of `olmo info` (docs/olmo3.md sections 1 and 8).
 source "$(dirname "$0")/resume_lib.sh"
 
 # --- determinism: same recipe + seed, 1 vs 2 threads: identical metrics and weights

@@ -1,4 +1,4 @@
-// cmd_compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (OLMO3.md s.6: the
+// cmd_compare.c: `olmo compare RUN_A RUN_B`: is B a reproduction of A? (docs/olmo3.md s.6: the
 // MaxText reproduction compared held-out surfaces at landmarks, plus token-level KL.)
 //
 //  1. Landmarks: the steps at which both runs wrote an eval record to metrics.jsonl.
@@ -354,6 +354,57 @@ static void print_recipes(const char *const runs[2]) {
     }
 }
 
+// The recipe diff A -> B, key by key (the resume guard's format; train.run_dir left out):
+// what the two runs were told to do differently.
+static void print_recipe_diff(const char *const runs[2]) {
+    Recipe *rr[2];
+    for (int k = 0; k < 2; k++) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/recipe.yml", runs[k]);
+        if (stat(path, &st) != 0) {
+            printf("recipe diff: none (%s has no recipe.yml)\n", runs[k]);
+            if (k) free(rr[0]);
+            return;
+        }
+        rr[k] = xcalloc(1, sizeof(Recipe));
+        recipe_load(rr[k], path, 0, NULL);
+    }
+    RecipeChange ch[RECIPE_MAX_CHANGES];
+    int n = recipe_diff(rr[0], rr[1], ch), shown = 0;
+    char line[600];
+    printf("recipe diff (A -> B):");
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(ch[i].key, "train.run_dir")) continue;
+        recipe_change_line(&ch[i], line, sizeof line);
+        printf("\n  %s", line);
+        shown++;
+    }
+    printf("%s\n", shown ? "" : " none (the same recipe but for train.run_dir)");
+    free(rr[0]);
+    free(rr[1]);
+}
+
+// Which run is better on each held-out metric at the last landmark, and by how much: lower
+// CE / PPL / BPB, higher task acc / len_norm.
+static void print_better(const RunEvals *A, const RunEvals *B, const int *ia, const int *ib, int nl, char **keys,
+                         int nkeys) {
+    const cJSON *ra = A->ev[ia[nl - 1]].rec, *rb = B->ev[ib[nl - 1]].rec;
+    printf("\nat the last landmark (step %ld), which run is better:\n", A->ev[ia[nl - 1]].step);
+    for (int k = 0; k < nkeys; k++) {
+        const char *key = keys[k];
+        const int up = ends_with(key, "/acc") || ends_with(key, "/len_norm");
+        const int down = ends_with(key, "/ce") || ends_with(key, "/bpb");
+        if (!up && !down) continue;
+        double a = num(ra, key), b = num(rb, key);
+        if (!isfinite(a) || !isfinite(b)) continue;
+        const char *unit = ends_with(key, "/ce") ? " nats" : ends_with(key, "/bpb") ? " bits/byte" : "";
+        double d = up ? b - a : a - b;   // > 0: B is better
+        if (d == 0) printf("  %-28s A and B equal (%.6f)\n", key, a);
+        else printf("  %-28s %c is better by %.6f%s (A %.6f, B %.6f)\n", key, d > 0 ? 'B' : 'A', fabs(d), unit, a, b);
+    }
+}
+
 // The metrics: the keys of A's landmark records, in record order (malloc'd; the strings
 // are A's).
 static char **metric_keys(const RunEvals *A, const int *ia, int nl, int *nkeys_out) {
@@ -510,6 +561,7 @@ int cmd_compare(int argc, char **argv) {
     if (nl == 0) return EXIT_BADINPUT;
     printf("olmo compare: A = %s (%d evals), B = %s (%d evals)\n", runs[0], A.nev, runs[1], B.nev);
     print_recipes(runs);
+    print_recipe_diff(runs);
     printf("landmarks (common eval steps, %d):", nl);
     for (int l = 0; l < nl; l++) printf(" %ld", A.ev[ia[l]].step);
     printf("\n\n");
@@ -520,6 +572,7 @@ int cmd_compare(int argc, char **argv) {
     if (compare_metrics(&A, &B, ia, ib, nl, keys, nkeys, tol_ce, tol_task, &v) == 0)
         die_input("compare: the runs' eval records at their common steps share no held-out metric");
     print_landmark_detail(&A, &B, ia, ib, nl, keys, nkeys);
+    print_better(&A, &B, ia, ib, nl, keys, nkeys);
     if (kl_set) compare_kl(runs, ckpt_opt, kl_set, kl_docs, kl_batch, eos, tol_kl, &v);
 
     int rc = print_verdict(&v, nl);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -15,16 +16,19 @@
 #include "io/hf.h"
 #include "io/params_io.h"
 #include "model/model.h"
+#include "train/metrics.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo eval CKPT [--recipe RECIPE.yml] [key=value ...] [--set name=path ...]\n"
-            "                 [--task name=path ...] [--json] [--details FILE]\n"
+            "                 [--task name=path ...] [--json] [--details FILE] [--attach]\n"
             "\n"
             "Evaluate a checkpoint on held-out perplexity sets and multiple-choice tasks\n"
             "(docs/eval.md). CKPT: a run directory (its model.safetensors, else its newest\n"
             "checkpoint), a checkpoint directory, a model.safetensors file or an HF directory.\n"
+            "Without a recipe of its own (an HF directory) it runs with its shape, its sequence\n"
+            "length and the default eval.* keys: give --set / --task (and key=value).\n"
             "The recipe gives train.seq_len, train.micro_batch and the eval.* keys (eval.sets,\n"
             "eval.tasks, eval.max_docs, eval.max_examples, eval.tokenizer, eval.eos_id);\n"
             "data.*, train.max_* and schedule.* are not used. Its model.* keys must be the\n"
@@ -38,10 +42,58 @@ static void usage(FILE *f) {
             "  --allow-rope-scaling  evaluate with the recipe's model.rope_* even where the checkpoint\n"
             "                    was trained with others (an experiment: docs/long-context.md)\n"
             "  --details FILE    append one JSON line per task example (choice log-likelihoods)\n"
+            "  --attach          append the result to the run's evals.jsonl (CKPT: a run directory or\n"
+            "                    one of its checkpoints), with the step of the weights: `olmo report`\n"
+            "                    shows it\n"
             "  key=value         recipe override, e.g. eval.max_docs=10\n"
             "\n"
             "Metric keys: eval/<set>/{ce,ppl,bpb,tokens,bytes,docs}, eval/macro/{ce,ppl,bpb},\n"
-            "task/<name>/{acc,len_norm,bpb,examples}, eval/seconds. Bad input exits 2.\n");
+            "task/<name>/{acc,len_norm,bpb,chance,examples}, eval/seconds. Bad input exits 2.\n");
+}
+
+// --attach: the run the evaluated model belongs to (the model file's directory, or two
+// levels up from a checkpoint directory: the one holding metrics.jsonl) and the step of its
+// weights (train_state.json next to it, else the run's last training step). Not a run:
+// exit 2 before anything is evaluated or written.
+typedef struct { char run[4300]; long step; } Attach;
+
+static void last_train_step(cJSON *o, void *ctx) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "kind"), *s = cJSON_GetObjectItemCaseSensitive(o, "step");
+    if (cJSON_IsString(k) && !strcmp(k->valuestring, "train") && cJSON_IsNumber(s) && s->valuedouble > *(long *)ctx)
+        *(long *)ctx = (long)s->valuedouble;
+    cJSON_Delete(o);
+}
+
+static void attach_target(const char *ckpt, const char *model_path, Attach *a) {
+    char d[4096], p[4400];
+    snprintf(d, sizeof d, "%s", model_path);
+    struct stat st;
+    if (stat(d, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(d, '/');
+        if (slash) *slash = 0;
+        else snprintf(d, sizeof d, ".");
+    }
+    snprintf(p, sizeof p, "%s/metrics.jsonl", d);
+    if (stat(p, &st) == 0) snprintf(a->run, sizeof a->run, "%s", d);
+    else {
+        snprintf(p, sizeof p, "%s/../../metrics.jsonl", d);
+        if (stat(p, &st) != 0)
+            die_input("eval: --attach: %s is not in a run directory (no metrics.jsonl next to its model or two levels "
+                      "up); give the run directory or one of its checkpoints/step-N", ckpt);
+        snprintf(a->run, sizeof a->run, "%s/../..", d);
+    }
+    a->step = -1;
+    snprintf(p, sizeof p, "%s/train_state.json", d);
+    char *txt = read_file_all(p, NULL);
+    cJSON *ts = txt ? cJSON_Parse(txt) : NULL;
+    const cJSON *s = ts ? cJSON_GetObjectItemCaseSensitive(ts, "step") : NULL;
+    if (cJSON_IsNumber(s)) a->step = (long)s->valuedouble;
+    cJSON_Delete(ts);
+    free(txt);
+    if (a->step < 0) {
+        a->step = 0;
+        metrics_read(a->run, "eval --attach", last_train_step, &a->step);
+    }
 }
 
 static void add_spec(char (*list)[RECIPE_MAX_STR], int *n, const char *spec, const char *opt) {
@@ -54,7 +106,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
     const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL;
-    int json = 0, allow_rope = 0;
+    int json = 0, allow_rope = 0, attach = 0;
     // olmo eval does not train: fill the training-only keys a recipe must have so that an
     // eval-only recipe validates. The recipe's own values come first and are overridden
     // here; none of these keys is read by the evaluator.
@@ -73,6 +125,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--task")) { if (!has) die_input("--task needs name=path"); tasks[ntasks++] = argv[++i]; }
         else if (!strcmp(a, "--details")) { if (!has) die_input("--details needs a file"); details = argv[++i]; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--attach")) attach = 1;
         else if (!strcmp(a, "--allow-rope-scaling")) allow_rope = 1;
         else if (a[0] != '-' && strchr(a, '=')) ov[nov++] = argv[i];
         else die_input("eval: unknown argument '%s' (olmo eval --help)", a);
@@ -81,17 +134,29 @@ int cmd_eval(int argc, char **argv) {
     ModelSource src;
     char err[4096], own[4800];
     const int have_src = model_source_resolve(ckpt, &src, err, sizeof err) == 0;
-    if (!recipe_path) {
-        if (!have_src) die_input("eval: %s; give --recipe RECIPE.yml (the model shape and eval.* keys)", err);
-        if (model_source_recipe(ckpt, &src, own, sizeof own) != 0)
-            die_input("eval: %s: no recipe.yml of its run found (in it, next to the model, or two levels up); give "
-                      "--recipe RECIPE.yml (train.seq_len and the eval.* keys)", ckpt);
-        recipe_path = own;
-        fprintf(stderr, "eval: recipe %s (the run's own)\n", own);
-    }
-
     Recipe *r = xcalloc(1, sizeof *r);
-    recipe_load(r, recipe_path, nov, ov);
+    int loaded = 0;
+    if (!recipe_path) {
+        struct stat cs;   // a file that is no checkpoint at all: what it is, not "give --recipe"
+        if (!have_src && stat(ckpt, &cs) == 0 && S_ISREG(cs.st_mode) && model_file_check(ckpt, err, sizeof err))
+            die_input("eval: %s", err);
+        if (!have_src) die_input("eval: %s; give --recipe RECIPE.yml (the model shape and eval.* keys)", err);
+        if (model_source_recipe(ckpt, &src, own, sizeof own) == 0) {
+            recipe_path = own;
+            fprintf(stderr, "eval: recipe %s (the run's own)\n", own);
+        } else {
+            // No recipe of its own (an HF directory, a lone model file with its shape in its
+            // metadata): its shape, its sequence length when it says one, the default eval.* keys.
+            snprintf(own, sizeof own, "%s (its own shape, no recipe)", ckpt);
+            recipe_path = own;
+            recipe_load_for_model(r, &src.cfg, src.seq_len, own, nov, ov);
+            loaded = 1;
+            fprintf(stderr, "eval: no recipe.yml for %s: its own shape (from %s), train.seq_len %d, train.micro_batch "
+                    "%d, default eval.* keys (key=value overrides them)\n", ckpt, src.config_from, r->seq_len,
+                    r->micro_batch);
+        }
+    }
+    if (!loaded) recipe_load(r, recipe_path, nov, ov);
     for (int i = 0; i < nsets; i++) add_spec(r->eval_sets, &r->n_eval_sets, sets[i], "--set");
     for (int i = 0; i < ntasks; i++) add_spec(r->eval_tasks, &r->n_eval_tasks, tasks[i], "--task");
 
@@ -106,6 +171,8 @@ int cmd_eval(int argc, char **argv) {
         if (stat(path, &st) != 0) die_input("eval: checkpoint directory %s has no model.safetensors", ckpt);
     }
 
+    Attach at;
+    if (attach) attach_target(ckpt, path, &at);
     Evaluator *e = eval_create(r);
     if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks in the recipe, or --set / --task");
     eval_set_details(e, details);
@@ -144,6 +211,7 @@ int cmd_eval(int argc, char **argv) {
             die_input("%s", msg);
         }
     }
+    if (!have_src && S_ISREG(st.st_mode) && model_file_check(path, err, sizeof err)) die_input("eval: %s", err);
     Model m;
     model_create(&m, &cfg, r->micro_batch, r->seq_len);
     if ((have_src ? model_source_load(&src, &m.table, m.params, err, sizeof err)
@@ -154,6 +222,18 @@ int cmd_eval(int argc, char **argv) {
     cJSON_AddStringToObject(out, "checkpoint", path);
     eval_run(e, &m, out);
     eval_print_table(json ? stderr : stdout, e, out);
+    if (attach) {   // the record the report shows (docs/report.md): where, what, when
+        cJSON *rec = cJSON_Duplicate(out, 1);
+        cJSON_AddStringToObject(rec, "kind", "eval");
+        cJSON_AddStringToObject(rec, "source", "olmo eval --attach");
+        cJSON_AddNumberToObject(rec, "step", (double)at.step);
+        cJSON_AddStringToObject(rec, "recipe", recipe_path);
+        cJSON_AddNumberToObject(rec, "seq_len", r->seq_len);
+        cJSON_AddNumberToObject(rec, "time", (double)time(NULL));
+        metrics_append(at.run, rec);
+        cJSON_Delete(rec);
+        fprintf(stderr, "eval: attached to %s/%s (step %ld)\n", at.run, METRICS_ATTACHED, at.step);
+    }
     if (json) {
         char *s = cJSON_PrintUnformatted(out);
         printf("%s\n", s);

@@ -1,5 +1,5 @@
 // cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
-// [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of OLMO3.md s.8, the
+// [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
 // memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
 // the recipe's learning rate at the given steps.
 #include <stdio.h>

@@ -27,6 +27,9 @@ static void usage(FILE *f) {
         "  --tokenizer PATH      tokenizer.json (default: $OLMO_TOKENIZER or %s)\n"
         "  --skip-bad            skip (and count) malformed records instead of failing\n"
         "  --force               redo sources whose outputs are up to date\n"
+        "  --source-from WHAT    how sources are named: stem (default: news.jsonl.gz -> news), dir (the\n"
+        "                        file's directory), path (its path under the INPUT given, '/' -> '_':\n"
+        "                        Dolma's dolma/cc/a/part-0000.json.gz given as dolma/cc -> a_part-0000)\n"
         "or:    olmo prepare --list OUTDIR   (the outputs recorded in OUTDIR/manifest.json)\n",
         TOKENIZER_DEFAULT_PATH);
 }
@@ -55,6 +58,7 @@ int cmd_prepare(int argc, char **argv) {
     double frac = 0.05;
     uint64_t seed = 0;
     int nthreads = omp_get_max_threads(), skip_bad = 0, force = 0;
+    PrepareSourceFrom source_from = SOURCE_FROM_STEM;
     char **paths = xmalloc((argc + 1) * sizeof *paths);
     int npaths = 0;
     for (int i = 1; i < argc; i++) {
@@ -80,6 +84,13 @@ int cmd_prepare(int argc, char **argv) {
         } else if (!strcmp(a, "--tokenizer")) {
             if (!has_val) die_input("--tokenizer needs a path");
             tok_arg = argv[++i];
+        } else if (!strcmp(a, "--source-from")) {
+            if (!has_val) die_input("--source-from needs stem, dir or path");
+            const char *v = argv[++i];
+            if (!strcmp(v, "stem")) source_from = SOURCE_FROM_STEM;
+            else if (!strcmp(v, "dir")) source_from = SOURCE_FROM_DIR;
+            else if (!strcmp(v, "path")) source_from = SOURCE_FROM_PATH;
+            else die_input("--source-from: '%s' is not stem, dir or path", v);
         } else if (!strcmp(a, "--skip-bad")) skip_bad = 1;
         else if (!strcmp(a, "--force")) force = 1;
         else if (a[0] == '-' && a[1]) die_input("prepare: unknown option '%s' (see olmo prepare --help)", a);
@@ -89,7 +100,7 @@ int cmd_prepare(int argc, char **argv) {
     if (npaths == 0) { usage(stderr); die_input("prepare: no inputs given"); }
 
     PrepareOptions po = {.outdir = outdir, .tokenizer = tok_arg, .heldout_frac = frac, .heldout_seed = seed,
-                         .nthreads = nthreads, .skip_bad = skip_bad, .force = force};
+                         .nthreads = nthreads, .skip_bad = skip_bad, .force = force, .source_from = source_from};
     prepare_run(&po, paths, npaths);
     free(paths);
     return 0;

@@ -53,6 +53,7 @@ int cmd_train(int argc, char **argv) {
     dist_init();
     Recipe *r = xmalloc(sizeof(Recipe));   // large (path lists): not on the stack
     recipe_load(r, recipe_path, nov, ov);
+    recipe_require_heldout(r, recipe_path);
     const int rc = train_run(r, recipe_path);
     free(r);
     free(ov);

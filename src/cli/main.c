@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "util/blas_core.h"
+#include "util/common.h"
 
 typedef struct {
     const char *name;
@@ -35,8 +36,45 @@ int cli_wants_help(int argc, char **argv) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: olmo <command> [args]   (olmo <command> --help for details)\n\ncommands:\n");
+    fprintf(f, "usage: olmo <command> [args]   (olmo <command> --help for details; olmo --version)\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+#ifndef OLMO_GIT_REV
+#define OLMO_GIT_REV "unknown"
+#endif
+
+// `olmo --version`: the commit it was built from (Makefile: git describe) and what it was
+// built with.
+static void version(void) {
+    printf("olmo.c %s (", OLMO_GIT_REV);
+#ifdef OLMO_MPI
+    printf("MPI");
+#else
+    printf("no MPI");
+#endif
+#ifdef OLMO_CUDA
+    printf(", CUDA backend");
+#else
+    printf(", no CUDA backend");
+#endif
+    printf(")\n");
+}
+
+// An unknown command: the nearest one when it is a typo (at most 2 edits), else the list.
+static int unknown_command(const char *name) {
+    int best = -1, best_d = 3;
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        int d = edit_distance(name, COMMANDS[i].name);
+        if (d < best_d) best_d = d, best = (int)i;
+    }
+    if (best >= 0) {
+        fprintf(stderr, "olmo: error: unknown command '%s' (did you mean '%s'?)\n", name, COMMANDS[best].name);
+        return 2;
+    }
+    fprintf(stderr, "olmo: error: unknown command '%s'\n", name);
+    usage(stderr);
+    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -46,9 +84,11 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        version();
+        return 0;
+    }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "olmo: error: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return unknown_command(argv[1]);
 }

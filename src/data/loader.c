@@ -351,7 +351,7 @@ static void ensure_perm(Loader *L, uint64_t epoch) {
 // Order position of rank q's k-th instance of the global batch starting at `pos`.
 static uint64_t rank_position(const Loader *L, uint64_t pos, int q, uint64_t k) {
     if (!L->cfg.debug_double_shard) return pos + (uint64_t)q * L->per_rank + k;
-    // The bug (OLMO3.md s.7): a sampler gives rank q the stream P_q = order[q::W], and
+    // The bug (docs/olmo3.md s.7): a sampler gives rank q the stream P_q = order[q::W], and
     // the data loader shards that again, taking P_q[q::S]. S = W, except that at W = 1
     // a second "shard" still skips (the loader and the sampler each advance the cursor
     // once per item), S = 2. The rank's j-th item of the epoch is order[q + W*(q + S*j)];

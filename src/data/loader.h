@@ -38,7 +38,7 @@ typedef struct LoaderConfig {
     uint64_t seed;          // order seed; epoch e uses seed + e
     int shuffle;            // 0 = sequential order (instance i at position i)
     int world_size, rank;
-    int debug_double_shard; // reproduce the double-sharding bug (OLMO3.md s.7); tests only
+    int debug_double_shard; // reproduce the double-sharding bug (docs/olmo3.md s.7); tests only
     int prefetch;           // background thread prepares the next batch
     int verbose;            // print the source summary (loader_print_summary) to stderr at create
     int no_open_check;      // skip the full ids < vocab scan at open (done when the data is <= 1 GiB);

@@ -133,11 +133,48 @@ static int classify(Input *in) {
     return known;
 }
 
-static void add_input(Input **ins, int *n, const char *path, const struct stat *st, int from_dir) {
+// --source-from (PrepareOptions.source_from): how a file's source is named.
+static PrepareSourceFrom g_source_from;
+
+// The source name of `path`, found under the input argument `root`, by g_source_from:
+// its stem (classify's), its directory's name, or its path under root with '/' -> '_'
+// (a/part-0000.json.gz under dolma/cc -> a_part-0000). Replaces in->source.
+static void name_source(Input *in, const char *path, const char *root) {
+    if (g_source_from == SOURCE_FROM_STEM) return;
+    size_t rl = strlen(root);
+    const char *rel = strncmp(path, root, rl) ? path : path + rl;
+    while (*rel == '/') rel++;
+    if (!*rel) rel = path;   // the file itself was the argument
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    char *name;
+    if (g_source_from == SOURCE_FROM_DIR) {
+        if (slash) *slash = 0;
+        const char *d = slash ? strrchr(dir, '/') : NULL;
+        d = slash ? (d ? d + 1 : dir) : "";
+        if (!*d || !strcmp(d, ".") || !strcmp(d, ".."))
+            die_input("input %s: --source-from dir: the file has no directory to name its source", path);
+        name = xstrdup(d);
+    } else {
+        const char *rs = strrchr(rel, '/');
+        size_t dl = rs ? (size_t)(rs - rel) + 1 : 0;
+        name = xmalloc(dl + strlen(in->source) + 1);
+        memcpy(name, rel, dl);
+        strcpy(name + dl, in->source);
+        for (char *c = name; *c; c++)
+            if (*c == '/') *c = '_';
+    }
+    free(dir);
+    free(in->source);
+    in->source = name;
+}
+
+static void add_input(Input **ins, int *n, const char *path, const char *root, const struct stat *st, int from_dir) {
     Input in = {0};
     in.path = xstrdup(path);
     int known = classify(&in);
     if (from_dir && !known) { free(in.path); free(in.source); return; }
+    name_source(&in, path, root);
     if (in.source[0] == 0) die_input("input %s: empty source name", path);
     in.size = (int64_t)st->st_size;
     in.mtime_s = (int64_t)st->st_mtim.tv_sec;   // two fields: ns since 1970 do not fit a double
@@ -154,10 +191,10 @@ static int name_cmp(const struct dirent **a, const struct dirent **b) {
 // data/tokens` does not read its own manifest.json as input.
 static char *g_outdir_real;
 
-static void collect(Input **ins, int *n, const char *path, int from_dir) {
+static void collect(Input **ins, int *n, const char *path, const char *root, int from_dir) {
     struct stat st;
     if (stat(path, &st) != 0) die_input("input %s: %s", path, strerror(errno));
-    if (S_ISREG(st.st_mode)) { add_input(ins, n, path, &st, from_dir); return; }
+    if (S_ISREG(st.st_mode)) { add_input(ins, n, path, root, &st, from_dir); return; }
     if (!S_ISDIR(st.st_mode)) die_input("input %s: not a regular file or directory", path);
     if (g_outdir_real) {
         char *rp = realpath(path, NULL);
@@ -173,7 +210,7 @@ static void collect(Input **ins, int *n, const char *path, int from_dir) {
             size_t len = strlen(path) + strlen(ents[i]->d_name) + 2;
             char *child = xmalloc(len);
             snprintf(child, len, "%s%s%s", path, ends_with(path, "/") ? "" : "/", ents[i]->d_name);
-            collect(ins, n, child, 1);
+            collect(ins, n, child, root, 1);
             free(child);
         }
         free(ents[i]);
@@ -488,14 +525,17 @@ static Input *collect_inputs(char **paths, int npaths, int *nin_out) {
     int nin = 0;
     for (int i = 0; i < npaths; i++) {
         int before = nin;
-        collect(&ins, &nin, paths[i], 0);
+        collect(&ins, &nin, paths[i], paths[i], 0);
         if (nin == before) die_input("input %s: no .jsonl/.json/.txt files (optionally .gz/.zst) found", paths[i]);
     }
     qsort(ins, nin, sizeof *ins, cmp_input);
     for (int i = 1; i < nin; i++)
         if (!strcmp(ins[i].source, ins[i - 1].source))
-            die_input("inputs %s and %s both map to source '%s' (sources are file stems and must be unique)",
-                      ins[i - 1].path, ins[i].path, ins[i].source);
+            die_input("inputs %s and %s both map to source '%s' (sources are named by --source-from %s and must be "
+                      "unique; --source-from path names them by their path under the input, e.g. a/part-0000.json.gz "
+                      "-> a_part-0000)", ins[i - 1].path, ins[i].path, ins[i].source,
+                      g_source_from == SOURCE_FROM_DIR ? "dir" : g_source_from == SOURCE_FROM_PATH ? "path" : "stem "
+                      "(the default: file stems)");
     *nin_out = nin;
     return ins;
 }
@@ -682,6 +722,7 @@ void prepare_run(const PrepareOptions *po, char **paths, int npaths) {
     const char *outdir = po->outdir;
     int nin = 0;
     g_outdir_real = realpath(outdir, NULL);
+    g_source_from = po->source_from;
     Input *ins = collect_inputs(paths, npaths, &nin);
 
     char *tok_path = tokenizer_resolve_path(po->tokenizer);

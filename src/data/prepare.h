@@ -6,6 +6,11 @@
 
 #include <stdint.h>
 
+// How a file's source is named (olmo prepare --source-from): its stem (news.jsonl.gz ->
+// news), its directory's name, or its path under the input argument with '/' -> '_'
+// (Dolma's layout: dolma/cc/a/part-0000.json.gz given as dolma/cc -> a_part-0000).
+typedef enum { SOURCE_FROM_STEM, SOURCE_FROM_DIR, SOURCE_FROM_PATH } PrepareSourceFrom;
+
 typedef struct {
     const char *outdir;         // output directory (created)
     const char *tokenizer;      // tokenizer.json; NULL = $OLMO_TOKENIZER or the default
@@ -14,6 +19,7 @@ typedef struct {
     int nthreads;               // tokenizer threads (the output does not depend on it)
     int skip_bad;               // skip (and count) malformed records instead of failing
     int force;                  // redo sources whose outputs are up to date
+    PrepareSourceFrom source_from;  // how sources are named (default: file stems)
 } PrepareOptions;
 
 // Prepare every input (files, or directories walked recursively; each file is one source

@@ -1,8 +1,7 @@
 // dist.h: data parallelism. One process per rank, launched by `mpirun -np W olmo ...`;
 // without mpirun (or in a build with MPI=0) everything runs as world size 1 and no MPI
-// call is made. Every collective here has a fixed reduction order (DESIGN.md
-// determinism rule 3), so the result never depends on timing or on which rank answers
-// first:
+// call is made. Every collective here has a fixed reduction order (docs/distributed.md),
+// so the result never depends on timing or on which rank answers first:
 //   - the gradient reduce-scatter sums the ranks' partial sums in a binary-counter tree
 //     over the source rank index (the same tree GradAcc builds over micro-batches), so a
 //     power-of-two number of micro-batches per rank gives the tree of a single process;

@@ -1,4 +1,4 @@
-// alarm.h: the memorization alarm (OLMO3.md s.7): training loss is not evidence of a
+// alarm.h: the memorization alarm (docs/olmo3.md s.7): training loss is not evidence of a
 // better model. Fed once per held-out evaluation with the smoothed training loss and the
 // in-domain held-out CE, it flags a run whose training loss keeps falling while held-out
 // loss does not follow (data repeated by a loader bug, a too-small corpus, a replaying

@@ -29,7 +29,7 @@
 // ---------------------------------------------------------------------------------------
 // Specs: "name=path" or "path"
 
-void eval_split_spec(const char *spec, const char *const *strip, char name[64], char **path) {
+void eval_split_spec(const char *spec, const char *const *strip, const Recipe *r, char name[64], char **path) {
     const char *eq = strchr(spec, '=');
     if (eq) {
         size_t n = (size_t)(eq - spec);
@@ -48,6 +48,12 @@ void eval_split_spec(const char *spec, const char *const *strip, char name[64], 
         *path = xstrdup(spec);
     }
     if (!(*path)[0]) die_input("eval: '%s': empty path", spec);
+    if (r) {   // eval.tokenizer_id for {TOKENIZER}, eval.base_dir under relative paths
+        char full[RECIPE_MAX_STR + 1024];
+        if (recipe_eval_path(r, *path, full, sizeof full) != 0) die_input("eval: '%s': the path is too long", spec);
+        free(*path);
+        *path = xstrdup(full);
+    }
     for (const char *c = name; *c; c++)
         if (*c == '/' || *c == ' ') die_input("eval: '%s': the name may not contain '/' or spaces", spec);
 }
@@ -55,9 +61,9 @@ void eval_split_spec(const char *spec, const char *const *strip, char name[64], 
 // ---------------------------------------------------------------------------------------
 // Perplexity sets
 
-static void set_load(Evaluator *e, EvalSet *s, const char *spec) {
+static void set_load(Evaluator *e, EvalSet *s, const char *spec, const Recipe *r) {
     static const char *const strip[] = {".heldout.npy", ".npy", ".bin", NULL};
-    eval_split_spec(spec, strip, s->name, &s->path);
+    eval_split_spec(spec, strip, r, s->name, &s->path);
     size_t len = 0;
     char *raw = read_file_all(s->path, &len);
     if (!raw) die_input("eval set %s: cannot read %s: %s", s->name, s->path, strerror(errno));
@@ -208,14 +214,14 @@ Evaluator *eval_create(const Recipe *r) {
     Evaluator *e = evaluator_new(r);
     e->sets = xcalloc((size_t)r->n_eval_sets + 1, sizeof(EvalSet));
     for (int i = 0; i < r->n_eval_sets; i++) {
-        set_load(e, &e->sets[i], r->eval_sets[i]);
+        set_load(e, &e->sets[i], r->eval_sets[i], r);
         for (int j = 0; j < i; j++)
             if (!strcmp(e->sets[j].name, e->sets[i].name)) die_input("eval.sets: the name '%s' is used twice", e->sets[i].name);
         e->nsets++;
     }
     e->tasks = xcalloc((size_t)r->n_eval_tasks + 1, sizeof(EvalTask));
     for (int i = 0; i < r->n_eval_tasks; i++) {
-        eval_task_load(e, &e->tasks[i], r->eval_tasks[i]);
+        eval_task_load(e, &e->tasks[i], r->eval_tasks[i], r);
         for (int j = 0; j < i; j++)
             if (!strcmp(e->tasks[j].name, e->tasks[i].name)) die_input("eval.tasks: the name '%s' is used twice", e->tasks[i].name);
         e->ntasks++;
@@ -235,6 +241,25 @@ void eval_free(Evaluator *e) {
     free(e->tgt);
     free(e->tok_ce);
     free(e);
+}
+
+int eval_nsets(const Evaluator *e) { return e ? e->nsets : 0; }
+
+void eval_print_cuts(FILE *f, const Evaluator *e, const char *prefix) {
+    for (int i = 0; e && i < e->nsets; i++) {
+        const EvalSet *s = &e->sets[i];
+        long cut = 0, kept = 0, total = 0;
+        for (long d = 0; d < s->ndocs; d++) {
+            long n = (long)(s->start[d + 1] - s->start[d]);
+            total += n - 1;
+            if (n > (long)e->T + 1) cut++, kept += e->T;
+            else kept += n - 1;
+        }
+        if (cut)
+            fprintf(f, "%seval set %s: %ld of %ld documents are longer than train.seq_len + 1 = %d tokens and are cut to "
+                    "their first %d (%.1f%% of the set's tokens are scored)\n", prefix, s->name, cut, s->ndocs,
+                    e->T + 1, e->T + 1, total > 0 ? 100.0 * (double)kept / (double)total : 100.0);
+    }
 }
 
 int eval_due(const Evaluator *e, long step, long total_steps) {

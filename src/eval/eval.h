@@ -5,7 +5,7 @@
 // OLMES/lm-eval shape) scored by rank classification: acc, len_norm, gold bpb.
 // Results go into a metrics record with flat keys: "eval/<set>/ce", "eval/<set>/ppl",
 // "eval/<set>/bpb", "eval/macro/ce", ..., "task/<name>/acc", "task/<name>/len_norm",
-// "task/<name>/bpb".
+// "task/<name>/bpb", "task/<name>/chance" (the accuracy of guessing: mean 1 / choices).
 #ifndef OLMO_EVAL_H
 #define OLMO_EVAL_H
 
@@ -45,6 +45,12 @@ void eval_print_summary(const cJSON *out, long step);
 // The result as a table: one row per set (docs, tokens, ce, ppl, bpb) and the macro row,
 // then one row per task (examples, acc, len_norm, bpb) (olmo eval).
 void eval_print_table(FILE *f, const Evaluator *e, const cJSON *out);
+// The number of perplexity sets.
+int eval_nsets(const Evaluator *e);
+// One line per perplexity set with documents longer than seq_len + 1 tokens (each is cut to
+// its first seq_len + 1: only those are scored), each line starting with `prefix`; none
+// when no document is cut.
+void eval_print_cuts(FILE *f, const Evaluator *e, const char *prefix);
 // Append one JSON line per task example (choice log-likelihoods) to this file during
 // eval_run; NULL: none (olmo eval --details).
 void eval_set_details(Evaluator *e, const char *path);

@@ -69,11 +69,12 @@ typedef struct {
 void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, double *ce_out);
 
 // tasks.c
-void eval_task_load(Evaluator *e, EvalTask *t, const char *spec);
+void eval_task_load(Evaluator *e, EvalTask *t, const char *spec, const Recipe *r);
 void eval_task_free(EvalTask *t);
 void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out);
 
-// "name=path" or "path" (name = file stem without `strip` suffixes); name into name[64].
-void eval_split_spec(const char *spec, const char *const *strip, char name[64], char **path);
+// "name=path" or "path" (name = file stem without `strip` suffixes); name into name[64]. With r,
+// the path is resolved by recipe_eval_path (eval.tokenizer_id, eval.base_dir); NULL: as given.
+void eval_split_spec(const char *spec, const char *const *strip, const Recipe *r, char name[64], char **path);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // Series with more points than this are thinned (every k-th point, the last kept): a chart
@@ -63,7 +64,26 @@ static void range_of(const SvgSeries *s, int ns, int use_x, double *lo, double *
     }
 }
 
+static void chart_lin(FILE *f, const SvgChart *c, const SvgSeries *s, int ns);
+
+// A log y axis: the series drawn with log10(y), ticks labelled with y.
 void svg_chart(FILE *f, const SvgChart *c, const SvgSeries *s, int ns) {
+    if (!c->logy) { chart_lin(f, c, s, ns); return; }
+    SvgSeries *t = malloc(sizeof(SvgSeries) * (size_t)(ns ? ns : 1));
+    double **ys = malloc(sizeof(double *) * (size_t)(ns ? ns : 1));
+    for (int i = 0; i < ns; i++) {
+        t[i] = s[i];
+        ys[i] = malloc(sizeof(double) * (size_t)(s[i].n ? s[i].n : 1));
+        for (int j = 0; j < s[i].n; j++) ys[i][j] = s[i].y[j] > 0 ? log10(s[i].y[j]) : NAN;
+        t[i].y = ys[i];
+    }
+    chart_lin(f, c, t, ns);
+    for (int i = 0; i < ns; i++) free(ys[i]);
+    free(ys);
+    free(t);
+}
+
+static void chart_lin(FILE *f, const SvgChart *c, const SvgSeries *s, int ns) {
     int W = c->width, H = c->height;
     int nleg_rows = 1, leg_x = 20;
     for (int i = 0; i < ns; i++) {   // legend entries flow in rows across the top (as drawn below)
@@ -99,7 +119,8 @@ void svg_chart(FILE *f, const SvgChart *c, const SvgSeries *s, int ns) {
     }
     for (double v = y0; v <= y1 + ys * 1e-9; v += ys) {
         double py = PY(v);
-        tick_label(lab, sizeof lab, v, ys);
+        if (c->logy) snprintf(lab, sizeof lab, "%.4g", pow(10, v));
+        else tick_label(lab, sizeof lab, v, ys);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>", ml, py, ml + pw, py);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", ml - 5, py + 4, lab);
     }
@@ -111,6 +132,16 @@ void svg_chart(FILE *f, const SvgChart *c, const SvgSeries *s, int ns) {
             mt + ph / 2, mt + ph / 2);
     html_escape(f, c->ylabel);
     fprintf(f, "</text>\n");
+    // Vertical markers (stage boundaries) inside the x range.
+    for (int i = 0; i < c->nvlines; i++) {
+        double v = c->vlines[i];
+        if (!(v >= x0 && v <= x1)) continue;
+        fprintf(f, "<g class=\"vline\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#777\" "
+                "stroke-dasharray=\"3 3\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">", PX(v), mt, PX(v),
+                mt + ph, PX(v) + 3, mt + 11);
+        html_escape(f, c->vlabels ? c->vlabels[i] : "");
+        fprintf(f, "</text></g>\n");
+    }
     // Series.
     fprintf(f, "<g fill=\"none\" stroke-width=\"1.6\" stroke-linejoin=\"round\">\n");
     for (int i = 0; i < ns; i++) {

@@ -19,7 +19,11 @@ typedef struct {
 
 typedef struct {
     const char *title, *xlabel, *ylabel;
-    int width, height;    // pixels
+    int width, height;    // pixels (the viewBox; the page may scale the chart)
+    int logy;             // log10 y axis (ticks at 1, 2, 5 x powers of ten); values <= 0 are not drawn
+    const double *vlines; // x positions of labelled vertical dashed lines (e.g. stage boundaries)
+    const char *const *vlabels;
+    int nvlines;
 } SvgChart;
 
 // Write one <svg> element. Series with no finite point are listed in the legend only.

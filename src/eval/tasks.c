@@ -132,9 +132,9 @@ static void parse_example(Evaluator *e, Where w, const cJSON *o, TaskExample *x)
     }
 }
 
-void eval_task_load(Evaluator *e, EvalTask *t, const char *spec) {
+void eval_task_load(Evaluator *e, EvalTask *t, const char *spec, const Recipe *r) {
     static const char *const strip[] = {".jsonl", ".json", NULL};
-    eval_split_spec(spec, strip, t->name, &t->path);
+    eval_split_spec(spec, strip, r, t->name, &t->path);
     size_t len = 0;
     char *buf = read_file_all(t->path, &len);
     if (!buf) die_input("eval task %s: cannot read %s: %s", t->name, t->path, strerror(errno));
@@ -200,10 +200,11 @@ void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out) {
         det = fopen(e->details_path, "a");
         if (!det) die("cannot write %s: %s", e->details_path, strerror(errno));
     }
-    double acc = 0, len_norm = 0, bpb = 0;
+    double acc = 0, len_norm = 0, bpb = 0, chance = 0;
     r = 0;
     for (int i = 0; i < t->n; i++) {
         const TaskExample *x = &t->ex[i];
+        chance += 1.0 / x->nchoices;   // the accuracy of guessing: 1 / choices, averaged
         int best = 0, best_n = 0;
         for (int c = 0; c < x->nchoices; c++) {
             double s = -ce[r + c], sb = -ce[r + best];
@@ -224,9 +225,9 @@ void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out) {
     }
     if (det) fclose(det);
     char key[160];
-    const char *metric[3] = {"acc", "len_norm", "bpb"};
-    double val[3] = {acc / t->n, len_norm / t->n, bpb / t->n};
-    for (int k = 0; k < 3; k++) {
+    const char *metric[4] = {"acc", "len_norm", "bpb", "chance"};
+    double val[4] = {acc / t->n, len_norm / t->n, bpb / t->n, chance / t->n};
+    for (int k = 0; k < 4; k++) {
         snprintf(key, sizeof key, "task/%s/%s", t->name, metric[k]);
         cJSON_DeleteItemFromObjectCaseSensitive(out, key);
         cJSON_AddNumberToObject(out, key, val[k]);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,30 @@ out:
 }
 
 // ---- CKPT resolution --------------------------------------------------------------------------
+int model_file_check(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    unsigned char b[9] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f || stat(path, &st) != 0) { if (f) fclose(f); return 0; }   // the reader names the error
+    size_t got = fread(b, 1, sizeof b, f);
+    fclose(f);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    const uint64_t size = (uint64_t)st.st_size;
+    if (got == sizeof b && n >= 2 && n <= size - 8 && b[8] == '{') return 0;
+    if (size % 4 == 0 && size > 0)
+        snprintf(err, errlen, "%s is not a checkpoint: it has no safetensors header (its first 8 bytes give %llu, the "
+                 "file has %llu bytes); it looks like a token file (raw uint32, %llu tokens, as `olmo prepare` writes). "
+                 "A checkpoint is a run directory, a checkpoint directory, a model.safetensors or an HF directory; "
+                 "a token file is a held-out set: olmo eval CKPT --set NAME=%s", path, (unsigned long long)n,
+                 (unsigned long long)size, (unsigned long long)(size / 4), path);
+    else
+        snprintf(err, errlen, "%s is not a checkpoint: it has no safetensors header (its first 8 bytes give %llu, the "
+                 "file has %llu bytes); give a run directory, a checkpoint directory, a model.safetensors or an HF "
+                 "directory", path, (unsigned long long)n, (unsigned long long)size);
+    return -1;
+}
+
 static int config_from_metadata(const char *st_path, ModelSource *s, char *err, size_t errlen) {
     // A checkpoint's header is checked before it is parsed (all of it: at load).
     if (ckpt_verify_path(st_path, 1, err, errlen) < 0) return -1;
@@ -346,6 +371,7 @@ int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t err
             if (!is_file(p)) { snprintf(err, errlen, "%s: checkpoint has no model.safetensors", step); return -1; }
         }
     } else if (is_file(ckpt)) {
+        if (model_file_check(ckpt, err, errlen)) return -1;
         snprintf(p, sizeof p, "%s", ckpt);
     } else {
         snprintf(err, errlen, "%s: no such file or directory", ckpt);

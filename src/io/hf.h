@@ -28,6 +28,11 @@ typedef struct {
 
 // Resolve CKPT. Returns 0, or -1 with a message in err (bad input: callers exit 2).
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen);
+// A file given as a checkpoint that cannot be a safetensors file (its first 8 bytes are the
+// header length, then the JSON header): -1 with a message that says what it looks like (a
+// token file: raw uint32, which `olmo eval --set` takes), else 0 (model_source_resolve
+// checks every file CKPT with it).
+int model_file_check(const char *path, char *err, size_t errlen);
 // The recipe of the run a CKPT belongs to: CKPT/recipe.yml for a directory, else
 // recipe.yml next to the model file or two levels up (RUN/checkpoints/step-N/). Returns 0
 // with its path in out, or -1 when there is none (olmo eval then needs --recipe).
@@ -37,7 +42,7 @@ int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_
 int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
 
 // max_position_embeddings of an export when neither YaRN nor the run says otherwise:
-// OLMo 3's pretraining sequence length (OLMO3.md s.1).
+// OLMo 3's pretraining sequence length (docs/olmo3.md s.1).
 #define HF_DEFAULT_MAX_POS 8192
 
 // `olmo export-hf`: CKPT (as model_source_resolve takes it) to the Hugging Face Olmo3

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-// Presets. olmo3-7b is OLMo 3 7B exactly (OLMO3.md section 1). The small ones keep every
+// Presets. olmo3-7b is OLMo 3 7B exactly (docs/olmo3.md section 1). The small ones keep every
 // feature of the family on (QK-norm, 3:1 sliding/full pattern with a window shorter than
 // their training sequence, GQA) so tests and CPU runs exercise the general case.
 static const ModelPreset PRESETS[] = {

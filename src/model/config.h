@@ -22,7 +22,7 @@ typedef struct {
     double rms_eps;
     int sliding_window; // tokens a sliding layer sees (query i sees keys i-window+1..i)
     int full_attn_every;// layer i is full when i % full_attn_every == full_attn_every - 1
-    // Long-context stage (OLMO3.md s.1): YaRN on the full-attention layers only (sliding
+    // Long-context stage (docs/olmo3.md s.1): YaRN on the full-attention layers only (sliding
     // layers keep plain RoPE); type ROPE_SCALING_NONE (zero) = plain RoPE everywhere.
     RopeScaling rope_scaling;
     // Not a weight shape: how packed instances are masked. document_mask: a query attends
@@ -61,7 +61,7 @@ const char *rope_scaling_describe(const RopeScaling *s, char *buf, size_t n);
 
 size_t model_num_params(const ModelConfig *c);            // total, padded vocab
 size_t model_num_params_embedding(const ModelConfig *c);  // the embedding table only
-// FLOPs per token for training (fwd+bwd), OLMO3.md section 8:
+// FLOPs per token for training (fwd+bwd), docs/olmo3.md section 8:
 // OLMo-core v2.3 count (TransformerConfig.num_flops_per_token there): 6 * N_nonembedding (LM
 // head included) + 12 * L * H * Dh * T. Logged beside MFU as mfu_olmo_core_v2_3.
 double model_flops_per_token_olmo_core(const ModelConfig *c, int seq_len);

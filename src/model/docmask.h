@@ -10,7 +10,7 @@
 // it closes, as in OLMo-core, where lengths run from one EOS+1 through the next EOS); the
 // position after an EOS starts a new one; row b's first document starts at 0 (it may be
 // the tail of a document cut at the instance boundary). RoPE positions are not reset:
-// they stay absolute within the instance (OLMO3.md s.1).
+// they stay absolute within the instance (docs/olmo3.md s.1).
 void doc_starts_from_tokens(const int32_t *inputs, int B, int T, int32_t eos_id, int32_t *doc_start);
 
 #endif

@@ -6,7 +6,7 @@
 //   att = attention(q, k, v) (causal, window on sliding layers, optionally within the
 //   token's document); a = att Wo^T. Full layers use the YaRN tables when cfg.rope_scaling.
 //   h = x + norm_attn(a); m = Wdown(silu(Wgate h) * Wup h); y = h + norm_mlp(m)
-// then the final norm and the fused LM head + loss (OLMO3.md s.1).
+// then the final norm and the fused LM head + loss (docs/olmo3.md s.1).
 // Types: the residual stream, row statistics and gradients are fp32; the other activations
 // and the compute weights are of the backend's activation type (fp32, or bf16 on CUDA).
 // The activations are allocated once, through the backend, for a maximum (B, T); the

@@ -116,9 +116,12 @@ static const Key KEYS[] = {
     {"data.eos_id", T_LONG, F(eos_id), "100257", "token that ends a document in the training files (dolma2 EOS)"},
 
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
-    {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (OLMO3.md s.7); tests only"},
+    {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
 
-    {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs)"},
+    {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs); `olmo train` refuses a recipe without them unless eval.off is true"},
+    {"eval.off", T_BOOL, F(eval_off), "false", "true = train without in-loop held-out evaluation, on purpose (sets and tasks are then not run during training)"},
+    {"eval.base_dir", T_STR, F(eval_base_dir), "", "relative eval.sets / eval.tasks paths are taken under this directory (OLMo-core's mix_base_dir); \"\" = as given"},
+    {"eval.tokenizer_id", T_STR, F(eval_tokenizer_id), "dolma2-tokenizer", "replaces {TOKENIZER} in eval.sets / eval.tasks paths (OLMo-core's name of the dolma2 tokenizer in its eval-data paths)"},
     {"eval.tasks", T_STRLIST, LIST(eval_tasks, n_eval_tasks), "", "multiple-choice tasks: name=path of a JSONL file (docs/eval.md)"},
     {"eval.interval", T_LONG, F(eval_interval), "0", "evaluate every this many steps (and at start and end); 0 = only at start and end"},
     {"eval.max_docs", T_LONG, F(eval_max_docs), "0", "documents per perplexity set, the first ones; 0 = all"},
@@ -156,23 +159,6 @@ static int is_section(const char *name) {
 static const char *leaf_of(const char *name) {
     const char *d = strrchr(name, '.');
     return d ? d + 1 : name;
-}
-
-static int edit_distance(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    if (na > 127 || nb > 127) return 1000;
-    int prev[128], cur[128];
-    for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof(int) * (nb + 1));
-    }
-    return prev[nb];
 }
 
 // " (did you mean 'optim.lr'?)" for a mistyped key, or a pointer to the key list. A leaf
@@ -457,6 +443,24 @@ static void load_mapping(Loader *L, yaml_node_t *map, const char *prefix) {
     }
 }
 
+// The column (1-based) of a tab in the leading whitespace of line `line` (1-based) of the
+// recipe, or of the nearest line above it; 0 when there is none. libyaml reports a tab
+// indentation as "found character that cannot start any token": the message names the tab.
+static int indent_tab(const Loader *L, int *line) {
+    size_t len = 0;
+    char *own = L->text ? NULL : read_file_all(L->file, &len);
+    const char *t = L->text ? L->text : own;
+    int found = 0;
+    for (int ln = 1; t && *t && ln <= *line && !found; ln++) {
+        for (int c = 1; t[c - 1] == ' ' || t[c - 1] == '\t'; c++)
+            if (t[c - 1] == '\t') { found = c, *line = ln; break; }
+        const char *nl = strchr(t, '\n');
+        t = nl ? nl + 1 : "";
+    }
+    free(own);
+    return found;
+}
+
 static void load_file(Loader *L) {
     FILE *f = NULL;
     if (!L->text) {
@@ -470,6 +474,10 @@ static void load_file(Loader *L) {
     else yaml_parser_set_input_string(&parser, (const unsigned char *)L->text, strlen(L->text));
     if (!yaml_parser_load(&parser, &doc)) {
         yaml_mark_t m = parser.problem_mark;
+        int tl = (int)m.line + 1, tc = indent_tab(L, &tl);
+        if (tc)
+            die_input("%s:%d:%d: a tab character in the indentation: YAML indents with spaces only (replace the tab "
+                      "with spaces)", L->file, tl, tc);
         die_input("%s:%d:%d: YAML syntax error: %s%s%s", L->file, (int)m.line + 1, (int)m.column + 1,
                   parser.problem ? parser.problem : "unknown", parser.context ? " " : "",
                   parser.context ? parser.context : "");
@@ -577,6 +585,18 @@ void recipe_load_text(Recipe *r, const char *yaml, const char *origin) {
     load_recipe(r, origin, yaml, 0, NULL);
 }
 
+void recipe_load_for_model(Recipe *r, const ModelConfig *c, int seq_len, const char *origin, int n_overrides,
+                           char **overrides) {
+    Recipe *base = xcalloc(1, sizeof *base);
+    recipe_defaults(base);
+    recipe_set_model(base, c);
+    if (seq_len > 0) base->seq_len = seq_len;
+    char *yaml = recipe_to_yaml(base);
+    free(base);
+    load_recipe(r, origin, yaml, n_overrides, overrides);
+    free(yaml);
+}
+
 // ---------------------------------------------------------------------------------------
 // Validation
 
@@ -623,6 +643,38 @@ long recipe_schedule_steps(const Recipe *r) {
     long long per_step = (long long)r->global_batch * r->seq_len;
     if (r->t_max_tokens > 0 && per_step > 0) return (long)((r->t_max_tokens + per_step - 1) / per_step);
     return recipe_total_steps(r);
+}
+
+void recipe_require_heldout(const Recipe *r, const char *origin) {
+    if (r->n_eval_sets > 0 || r->eval_off) return;
+    die_input("%s: no held-out evaluation: the recipe has no eval.sets. Training loss alone cannot tell learning from "
+              "memorizing (docs/eval.md): give eval.sets (name=path of held-out token files, e.g. the *.heldout.npy "
+              "that `olmo prepare` writes), or set eval.off: true (override eval.off=true) to train without "
+              "held-out evaluation on purpose", origin ? origin : "recipe");
+}
+
+int recipe_eval_path(const Recipe *r, const char *path, char *out, size_t n) {
+    static const char tag[] = "{TOKENIZER}";
+    size_t o = 0;
+    if (r->eval_base_dir[0] && path[0] != '/') {
+        size_t bl = strlen(r->eval_base_dir);
+        int slash = r->eval_base_dir[bl - 1] == '/';
+        int w = snprintf(out, n, "%s%s", r->eval_base_dir, slash ? "" : "/");
+        if (w < 0 || (size_t)w >= n) return -1;
+        o = (size_t)w;
+    }
+    for (const char *p = path; *p;) {
+        const char *piece = p;
+        size_t len = 1;
+        if (!strncmp(p, tag, sizeof tag - 1)) piece = r->eval_tokenizer_id, len = strlen(piece), p += sizeof tag - 1;
+        else p++;
+        if (o + len >= n) return -1;
+        memcpy(out + o, piece, len);
+        o += len;
+    }
+    if (o >= n) return -1;
+    out[o] = 0;
+    return 0;
 }
 
 static int one_of(const char *s, const char **set) {

@@ -5,6 +5,7 @@
 #ifndef OLMO_RECIPE_H
 #define OLMO_RECIPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model/config.h"
@@ -80,7 +81,7 @@ typedef struct {
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread
-    int debug_double_shard;     // bool: reproduce the double-sharding bug (OLMO3.md s.7)
+    int debug_double_shard;     // bool: reproduce the double-sharding bug (docs/olmo3.md s.7)
 
     // eval.*: held-out evaluation (src/eval, docs/eval.md)
     int n_eval_sets;
@@ -93,6 +94,9 @@ typedef struct {
     char eval_tokenizer[RECIPE_MAX_STR];  // "" = default dolma2 path (byte counts, task text)
     long eval_eos_id;           // document separator in set files (dolma2 EOS 100257)
     char eval_device[16];       // auto (the training backend's model) | cpu (the fp32 CPU model)
+    int eval_off;               // bool: train without in-loop held-out evaluation, on purpose
+    char eval_base_dir[RECIPE_MAX_STR];   // relative eval set/task paths are under it; "" = as given
+    char eval_tokenizer_id[64];           // replaces {TOKENIZER} in eval set/task paths
 
     // ckpt.*
     long ckpt_interval;         // steps between checkpoints; 0 = only the final one
@@ -114,6 +118,13 @@ void recipe_load(Recipe *r, const char *path, int n_overrides, char **overrides)
 // Check dims and ranges: d_model % n_heads, n_heads % n_kv_heads, global_batch % micro_batch,
 // positive sizes...; exit 2 with a clear message on failure.
 void recipe_validate(const Recipe *r, const char *origin);
+// `olmo train` only: held-out evaluation is on unless turned off on purpose. A recipe with
+// no eval.sets and eval.off false is refused (exit 2, naming eval.sets and eval.off).
+void recipe_require_heldout(const Recipe *r, const char *origin);
+// An eval.sets / eval.tasks path as it is opened: every {TOKENIZER} replaced by
+// eval.tokenizer_id, then, when relative and eval.base_dir is set, taken under
+// eval.base_dir. Returns 0, or -1 when the result does not fit in n bytes.
+int recipe_eval_path(const Recipe *r, const char *path, char *out, size_t n);
 // The model shape of a recipe, derived (padded_vocab, head_dim) and ready for the model.
 ModelConfig recipe_model_config(const Recipe *r);
 // Optimizer steps of the run: max_steps when > 0, else ceil(max_tokens / (global_batch*seq_len)).
@@ -134,6 +145,11 @@ void recipe_print_keys(void);
 // A resolved recipe as text (recipe_to_yaml's output, e.g. the one a checkpoint stores),
 // loaded as recipe_load loads a file; `origin` names it in messages. Bad text: exit 2.
 void recipe_load_text(Recipe *r, const char *yaml, const char *origin);
+// A recipe of defaults around model shape c (train.seq_len = seq_len when > 0), then the
+// overrides, validated as recipe_load does; `origin` names it in messages (olmo eval of a
+// checkpoint that has no recipe.yml, e.g. an HF directory).
+void recipe_load_for_model(Recipe *r, const ModelConfig *c, int seq_len, const char *origin, int n_overrides,
+                           char **overrides);
 // What changing a key on resume does to the run:
 //   RC_HARMLESS    nothing the model sees (log_every, eval.*, ckpt.*, run_dir, backend, ...)
 //   RC_TRAJECTORY  the training from here on (optim, schedule, batch, seq_len, data, precision)

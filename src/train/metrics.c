@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/common.h"
 
@@ -39,11 +40,24 @@ void format_duration(char *buf, int len, double s) {
     else snprintf(buf, (size_t)len, "%lds", t);
 }
 
-void metrics_read(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx) {
+void metrics_append(const char *run_dir, cJSON *obj) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" METRICS_ATTACHED, run_dir);
+    MetricsLog m;
+    m.fp = fopen(path, "a");
+    if (!m.fp) die("cannot open %s: %s", path, strerror(errno));
+    metrics_write(&m, obj);
+    if (fsync(fileno((FILE *)m.fp)) != 0) die("cannot write %s: %s", path, strerror(errno));
+    metrics_close(&m);
+}
+
+static void read_lines(const char *run_dir, const char *file, int optional, const char *who, MetricsLineFn fn,
+                       void *ctx) {
     struct stat st;
     if (stat(run_dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_input("%s: run directory %s does not exist", who, run_dir);
     char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    snprintf(path, sizeof path, "%s/%s", run_dir, file);
+    if (optional && stat(path, &st) != 0) return;
     char *text = read_file_all(path, NULL);
     if (!text) die_input("%s: %s: cannot read (not a run directory?)", who, path);
     long lineno = 0;
@@ -64,4 +78,12 @@ void metrics_read(const char *run_dir, const char *who, MetricsLineFn fn, void *
         fn(o, ctx);
     }
     free(text);
+}
+
+void metrics_read(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx) {
+    read_lines(run_dir, "metrics.jsonl", 0, who, fn, ctx);
+}
+
+void metrics_read_attached(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx) {
+    read_lines(run_dir, METRICS_ATTACHED, 1, who, fn, ctx);
 }

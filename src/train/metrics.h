@@ -21,6 +21,14 @@ void metrics_close(MetricsLog *m);
 typedef void (*MetricsLineFn)(cJSON *obj, void *ctx);
 void metrics_read(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx);
 
+// RUN_DIR/evals.jsonl: evaluations attached to a run afterwards (`olmo eval RUN --attach`),
+// one record per line, beside the trainer's own metrics.jsonl (which a resume rewrites).
+#define METRICS_ATTACHED "evals.jsonl"
+// Append obj as one line to RUN_DIR/evals.jsonl (created), flushed and fsync'd.
+void metrics_append(const char *run_dir, cJSON *obj);
+// Read RUN_DIR/evals.jsonl as metrics_read reads metrics.jsonl; a missing file has no lines.
+void metrics_read_attached(const char *run_dir, const char *who, MetricsLineFn fn, void *ctx);
+
 // "1h02m03s" style duration into buf.
 void format_duration(char *buf, int len, double seconds);
 

@@ -486,7 +486,7 @@ static void run_open_inputs(Run *u) {
     const Recipe *r = u->r;
     recipe_loader_config(r, &u->lc, u->W, u->rank);
     u->loader = loader_create(&u->lc);
-    u->ev = u->rank == 0 ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
+    u->ev = u->rank == 0 && !r->eval_off ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
     if (u->rank == 0) ckpt_clean_temp(r->run_dir);
     dist_barrier();
@@ -721,8 +721,34 @@ static void print_banner(Run *u, const JobCores *jc) {
     fflush(stdout);
 }
 
+// The banner's warnings: what the recipe does that a user may not mean (a warmup longer than
+// the run, held-out documents cut by seq_len, checkpoints no evaluation judges, no held-out
+// evaluation at all). Warnings only: nothing here changes the run.
+static void print_warnings(const Run *u) {
+    const Recipe *r = u->r;
+    const long total = u->total_steps;
+    if (r->eval_off)
+        printf("warning: eval.off: true: no held-out evaluation during training (no held-out loss, no memorization "
+               "alarm%s); `olmo eval RUN --attach` evaluates afterwards\n",
+               r->n_eval_sets || r->n_eval_tasks ? "; the recipe's eval.sets / eval.tasks are not run" : "");
+    if (r->warmup_steps > 0 && r->warmup_steps >= total) {
+        Schedule s;
+        schedule_of(r, &s);
+        printf("warning: schedule.warmup_steps %ld >= the run's %ld steps: the LR never leaves its warmup "
+               "(step 1: %.3g, last step: %.3g, optim.lr %.3g)\n", r->warmup_steps, total, schedule_lr(&s, 1),
+               schedule_lr(&s, total), r->lr);
+    }
+    if (!u->ev) return;
+    eval_print_cuts(stdout, u->ev, "warning: ");
+    if (eval_nsets(u->ev) > 0 && r->ckpt_interval > 0 && r->ckpt_interval < total &&
+        (r->eval_interval == 0 || r->eval_interval > r->ckpt_interval))
+        printf("warning: eval.interval %ld%s is longer than ckpt.interval %ld: checkpoints between evaluations have "
+               "no held-out loss\n", r->eval_interval, r->eval_interval == 0 ? " (only at start and end)" : "",
+               r->ckpt_interval);
+}
+
 // Rank 0: the run directory (metrics.jsonl, recipe.yml, the recipe history), the
-// checkpoint writer, then the banner.
+// checkpoint writer, then the banner and its warnings.
 static void run_open_outputs(Run *u, const JobCores *jc) {
     const Recipe *r = u->r;
     if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
@@ -739,6 +765,8 @@ static void run_open_outputs(Run *u, const JobCores *jc) {
     }
     u->w = ckpt_writer_create(r->run_dir, &u->m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async);
     print_banner(u, jc);
+    print_warnings(u);
+    fflush(stdout);
 }
 
 // In-loop evaluation at `step` when `due` (a collective decision when the CPU model of a

@@ -40,6 +40,10 @@ int fsync_dir(const char *dir);
 // mkdir -p; returns 0 on success.
 int mkdir_p(const char *path);
 
+// Levenshtein distance of two strings (1000 when either is over 127 characters): the
+// "did you mean" of recipe keys and commands.
+int edit_distance(const char *a, const char *b);
+
 double now_seconds(void);        // monotonic clock
 size_t peak_rss_bytes(void);     // VmHWM of this process
 

@@ -142,7 +142,7 @@ def main():
         print("FAIL input_ids out of range")
         return 1
 
-    # coverage: a parity config should keep every feature on (OLMO3.md section 1)
+    # coverage: a parity config should keep every feature on (docs/olmo3.md section 1)
     warn = []
     if cfg.n_kv_heads == cfg.n_heads:
         warn.append("n_kv_heads == n_heads: GQA not exercised")

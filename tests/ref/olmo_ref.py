@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """OLMo 3 reference implementation in plain PyTorch (Debian's torch 1.13, /usr/bin/python3).
 
-Written from the equations in shared/OLMO3.md section 1 (not from the C code). It is a
+Written from the equations in docs/olmo3.md section 1 (not from the C code). It is a
 reference, not a fast implementation: the T x T attention scores are materialized.
 
 Modes:
@@ -99,7 +99,7 @@ def is_norm(name):
 
 def init_params(cfg, seed=0, dtype=torch.float32):
     """OLMo-core InitMethod.normal: trunc normal std 0.02 cut at +-0.06 for every linear
-    weight and the embedding, norms = 1 (OLMO3.md section 2). Drawn in fp32."""
+    weight and the embedding, norms = 1 (docs/olmo3.md section 2). Drawn in fp32."""
     g = torch.manual_seed(seed)
     del g
     P = {}
@@ -159,7 +159,7 @@ def yarn_attention_factor(rs):
 
 def rope_tables(T, head_dim, theta, dtype, rope_scaling=None):
     # computed in float64 then cast (positions 0..T-1 within each instance, not reset at
-    # document boundaries: OLMO3.md s.1). rope_scaling: None (plain) or a yarn dict.
+    # document boundaries: docs/olmo3.md s.1). rope_scaling: None (plain) or a yarn dict.
     if rope_scaling is None:
         j = torch.arange(0, head_dim // 2, dtype=torch.float64)
         inv_freq = theta ** (-2.0 * j / head_dim)
@@ -537,7 +537,7 @@ def selftest():
         ok &= bool(good)
         print(f"{'ok  ' if good else 'FAIL'} {name} {info}")
 
-    # 1. parameter count of OLMo 3 7B from shapes (OLMO3.md section 1)
+    # 1. parameter count of OLMo 3 7B from shapes (docs/olmo3.md section 1)
     c7 = Config(TINY)
     c7.update(d_model=4096, n_layers=32, n_heads=32, n_kv_heads=32, head_dim=128,
               mlp_hidden=11008, padded_vocab=100352, vocab_size=100278,
