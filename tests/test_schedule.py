@@ -150,6 +150,7 @@ optim: {{lr: 0.003}}
 schedule: {{warmup_steps: 2}}
 data: {{paths: [{TMP}/tok.npy]}}
 perf: {{peak_flops: 1e11}}
+eval: {{off: true}}
 """)
 S = list(range(0, 31))
 for stop in (6, 12, 40):
