@@ -17,7 +17,8 @@
 #   3. greedy continuation by llama.cpp equals `olmo generate --greedy`: 64 tokens (A, B), 16 (C);
 #   4. llama.cpp's tokenization of tests/data/tokenizer_stress.txt equals `olmo tokenize`
 #      (and of special tokens with --allow-special);
-#   5. bad input: exit 2, a message naming the problem, nothing written.
+#   5. export-gguf of the run, of its export-hf directory and of that re-imported: one file;
+#   6. bad input: exit 2, a message naming the problem, nothing written.
 cd "$(dirname "$0")/.."
 source tests/resume_lib.sh
 [ -d node_modules/node-llama-cpp ] && [ -d node_modules/@node-llama-cpp/linux-x64 ] \
@@ -64,6 +65,11 @@ done
 grep -q "100352 tokens (100278 real, 74 padding rows), 100000 merges" $TMP/exp.log || fail "C vocabulary: $(cat $TMP/exp.log)"
 ls $TMP/*.tmp.* 2>/dev/null && fail "temp files left behind"
 "$OLMO" export-hf $A $TMP/a-hf 2>/dev/null || fail "export-hf A (for the bound)"
+# the same file from the HF export of the run and from its re-import (padded rows kept both ways)
+"$OLMO" export-gguf $TMP/a-hf $TMP/a-fromhf.gguf 2>/dev/null && cmp -s $TMP/a-f32.gguf $TMP/a-fromhf.gguf \
+  || fail "export-gguf of the export-hf directory differs from the run's"
+"$OLMO" import-hf $TMP/a-hf $TMP/a-imp 2>/dev/null && "$OLMO" export-gguf $TMP/a-imp $TMP/a-fromimp.gguf 2>/dev/null \
+  && cmp -s $TMP/a-f32.gguf $TMP/a-fromimp.gguf || fail "export-gguf of import-hf(export-hf(run)) differs from the run's"
 
 # olmo's side: per-document CE (one --set per document), greedy continuations, tokenization
 evaljson() {  # evaljson RUN OUT EOS DOC...
@@ -142,7 +148,7 @@ for name, got, want in (('stress text', L[9], ids(f'{tmp}/stress.ids')), ('speci
 sys.exit(1 if bad else 0)
 PY
 
-# 5. bad input: exit 2, message, nothing written
+# 6. bad input: exit 2, message, nothing written
 bad() {  # bad WHAT GREP OUT cmd...
   local what=$1 pat=$2 out=$3; shift 3
   set +e; "$@" >$TMP/bad.out 2>$TMP/bad.err; local rc=$?; set -e
