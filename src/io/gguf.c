@@ -40,6 +40,7 @@ struct GgufWriter {
 };
 
 static void buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return;   // src may be NULL then (no kv pairs yet): memcpy must not see it
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 4096;
         b->p = xrealloc(b->p, b->cap);
