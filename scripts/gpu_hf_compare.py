@@ -12,7 +12,8 @@ Plain case:
    recipe.yml), tokens (2 rows), and our logits: CPU (fp32), GPU fp32 mode, GPU bf16 mode.
 2. `olmo export-hf WORK/model.safetensors WORK/hf` writes the HF directory.
 3. transformers loads it (fp32, and a bf16 copy for scale) on the GPU; logits compared
-   over the real vocab rows (export-hf drops the padded ones).
+   over every row, the padded ones included (export-hf keeps them; config vocab_size
+   is the padded count).
 Measure: max |ours - hf| / max |hf| (tests/ref/check_parity.py's rel-to-max).
 Pass: CPU and GPU fp32 within 1e-4 of HF fp32; GPU bf16 within 5x HF-bf16's own
 distance from HF fp32 (bf16 noise) or 5e-2, whichever is larger. Prints HF_COMPARE.

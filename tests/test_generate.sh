@@ -70,7 +70,7 @@ TOK=tokenizers/dolma2-tokenizer.json
   $PY - $TMP/hfv <<'PY' || fail "dolma2 export config"
 import json, sys
 c = json.load(open(f'{sys.argv[1]}/config.json')); t = json.load(open(f'{sys.argv[1]}/tokenizer_config.json'))
-assert c['vocab_size'] == 100278 and c['eos_token_id'] == 100257 and c['pad_token_id'] == 100277 and c['bos_token_id'] is None, c
+assert c['vocab_size'] == 100352 and c['eos_token_id'] == 100257 and c['pad_token_id'] == 100277 and c['bos_token_id'] is None, c
 assert t['eos_token'] == '<|endoftext|>' and t['pad_token'] == '<|pad|>', t
 PY
 }

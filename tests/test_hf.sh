@@ -5,8 +5,10 @@
 #      names gives our logits (olmo generate --dump-logits, KV-cache path) on every position
 #      within 1e-5 relative (max |diff| / max |logit| per position); also for generate run
 #      on the HF directory itself and on the imported checkpoint;
-#  (b) import(export(x)) == x bit for bit on every tensor except the padding rows, which
-#      import sets to zero; with x's padding rows zero the whole file content is equal;
+#  (b) import(export(x)) == x bit for bit on every tensor, the padding rows included (export
+#      keeps them; config.json vocab_size is the padded count); a checkpoint trimmed to the
+#      real vocab (rows = vocab_size) imports with zero padding rows; the real vocab of a
+#      padded checkpoint comes from the olmo_config metadata, else from tokenizer.json;
 #      BF16 shards + index.json and tied embeddings import correctly;
 #  (c) every bad input exits 2 with a message naming the problem.
 cd "$(dirname "$0")/.."
@@ -38,7 +40,7 @@ sys.path.insert(0, 'tests/ref')
 import olmo_ref, safetensors_io as st
 hf, tmp, toks = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3].split(',')]
 c = json.load(open(f'{hf}/config.json'))
-want = dict(model_type='olmo3', architectures=['Olmo3ForCausalLM'], vocab_size=1000, hidden_size=64,
+want = dict(model_type='olmo3', architectures=['Olmo3ForCausalLM'], vocab_size=1024, hidden_size=64,
             intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, rope_theta=500000, rms_norm_eps=1e-6, sliding_window=8, tie_word_embeddings=False,
             attention_bias=False, rope_scaling=None, max_position_embeddings=32, torch_dtype='float32',
@@ -47,12 +49,12 @@ for k, v in want.items():
     assert c.get(k) == v, f'config.json {k}: {c.get(k)!r}, want {v!r}'
 json.load(open(f'{hf}/generation_config.json'))
 P = {k: torch.from_numpy(v).double() for k, v in st.read(f'{hf}/model.safetensors').items()}
-assert P['model.embed_tokens.weight'].shape == (1000, 64) and P['lm_head.weight'].shape == (1000, 64)
+assert P['model.embed_tokens.weight'].shape == (1024, 64) and P['lm_head.weight'].shape == (1024, 64)
 cfg = olmo_ref.Config(n_heads=c['num_attention_heads'], n_kv_heads=c['num_key_value_heads'],
                       head_dim=c['head_dim'], rms_eps=c['rms_norm_eps'], rope_theta=c['rope_theta'],
                       n_layers=c['num_hidden_layers'], layer_types=c['layer_types'],
                       sliding_window=c['sliding_window'])
-ref = olmo_ref.forward(P, cfg, torch.tensor([toks]))[0].numpy()   # (T, 1000)
+ref = olmo_ref.forward(P, cfg, torch.tensor([toks]))[0].numpy()[:, :1000]   # real vocab: generate's rows
 for name in ('run', 'hf', 'imp', 'ckpt', 'file'):
     ours = st.read(f'{tmp}/logits-{name}.st')['logits'].astype(np.float64)
     assert ours.shape == ref.shape, (name, ours.shape)
@@ -74,12 +76,39 @@ assert sorted(x) == sorted(y), 'tensor sets differ'
 for k in x:
     a, b = x[k], y[k]
     assert a.shape == b.shape, (k, a.shape, b.shape)
-    if k in ('model.embed_tokens.weight', 'lm_head.weight'):
-        assert np.array_equal(a[:1000].view(np.uint32), b[:1000].view(np.uint32)), k
-        assert not b[1000:].any(), f'{k}: padding rows not zero'
-    else:
-        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), k
-print('import(export(x)): bit-equal on all real rows, padding rows zero')
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), k
+assert x['lm_head.weight'][1000:].any(), 'the trained padding rows are not zero'
+print('import(export(x)): bit-equal on every tensor, the trained padding rows included')
+PY
+# A checkpoint trimmed to the real vocab (as exports before this one, and HF models with
+# vocab_size = tokens) imports with zero padding rows; a padded one without olmo_config
+# metadata takes its real vocab from tokenizer.json (1000 tokens here, rows 1024).
+$PY - $HF $TMP/trim $TMP/padtok <<'PY' || fail "make trimmed / tokenizer-vocab checkpoints"
+import sys, os, json, shutil; sys.path.insert(0, 'tests/ref')
+import safetensors_io as st
+src, tr, pt = sys.argv[1:4]
+x = st.read(f'{src}/model.safetensors')
+for d in (tr, pt): os.makedirs(d)
+c = json.load(open(f'{src}/config.json')); c['vocab_size'] = 1000
+json.dump(c, open(f'{tr}/config.json', 'w'))
+st.write(f'{tr}/model.safetensors', {k: (v[:1000] if k in ('model.embed_tokens.weight', 'lm_head.weight') else v) for k, v in x.items()})
+shutil.copy(f'{src}/config.json', pt); st.write(f'{pt}/model.safetensors', x)   # no olmo_config metadata
+tok = {'model': {'type': 'BPE', 'vocab': {f't{i}': i for i in range(995)}, 'merges': []},
+       'added_tokens': [{'id': 995 + i, 'content': f'<|s{i}|>', 'special': True} for i in range(5)]}
+json.dump(tok, open(f'{pt}/tokenizer.json', 'w'))
+PY
+"$OLMO" import-hf $TMP/trim $TMP/imptrim 2>/dev/null && "$OLMO" import-hf $TMP/padtok $TMP/imppadtok 2>/dev/null || fail "import trimmed / tokenizer-vocab"
+grep -q "vocab_size: 1000" $TMP/imptrim/recipe.yml && grep -q "vocab_size: 1000" $TMP/imppadtok/recipe.yml || fail "real vocab not 1000 on import"
+$PY - $R/model.safetensors $TMP/imptrim/model.safetensors $TMP/imppadtok/model.safetensors <<'PY' || fail "trimmed / tokenizer-vocab content"
+import sys, numpy as np; sys.path.insert(0, 'tests/ref')
+import safetensors_io as st
+x, t, p = (st.read(a) for a in sys.argv[1:4])
+for k in x:
+    assert np.array_equal(x[k].view(np.uint32), p[k].view(np.uint32)), k
+    n = 1000 if k in ('model.embed_tokens.weight', 'lm_head.weight') else len(x[k])
+    assert np.array_equal(x[k][:n].view(np.uint32), t[k][:n].view(np.uint32)), k
+    assert not t[k][n:].any(), f'{k}: trimmed import padding rows not zero'
+print('trimmed checkpoint: zero padding rows; padded one: real vocab 1000 from tokenizer.json')
 PY
 # x with zero padding rows: the round trip is exact on the whole tensors.
 Z=$TMP/zero IMPZ=$TMP/impz
@@ -131,8 +160,8 @@ cfg = olmo_ref.Config(n_heads=c['num_attention_heads'], n_kv_heads=c['num_key_va
                       head_dim=c['head_dim'], rms_eps=c['rms_norm_eps'], rope_theta=c['rope_theta'],
                       n_layers=c['num_hidden_layers'], layer_types=c['layer_types'],
                       sliding_window=c['sliding_window'], rope_scaling=rs)
-ref = olmo_ref.forward(P, cfg, torch.tensor([toks]))[0].numpy()
-plain = olmo_ref.forward(P, olmo_ref.Config(cfg, rope_scaling=None), torch.tensor([toks]))[0].numpy()
+ref = olmo_ref.forward(P, cfg, torch.tensor([toks]))[0].numpy()[:, :1000]
+plain = olmo_ref.forward(P, olmo_ref.Config(cfg, rope_scaling=None), torch.tensor([toks]))[0].numpy()[:, :1000]
 assert np.abs(ref - plain).max() > 1e-4, 'YaRN made no difference'
 for name in ('run', 'hf', 'imp'):
     ours = st.read(f'{tmp}/ylogits-{name}.st')['logits'].astype(np.float64)
@@ -169,7 +198,7 @@ for k, v in x.items():
     b = st.bf16_bits_to_f32(st.f32_to_bf16_bits(v)).reshape(v.shape)
     assert np.array_equal(s[k][:v.shape[0]], b), k
 assert np.array_equal(t['lm_head.weight'], t['model.embed_tokens.weight']), 'tied lm_head'
-assert np.array_equal(t['lm_head.weight'][:1000], x['model.embed_tokens.weight'])
+assert np.array_equal(t['lm_head.weight'], x['model.embed_tokens.weight'])
 print('BF16 shards and tied embeddings imported')
 PY
 
@@ -199,7 +228,7 @@ B=$TMP/bad
 mkhf $B "c['model_type'] = 'llama'";                    bad "model_type" "model_type is \"llama\"" "$OLMO" import-hf $B $TMP/o
 mkhf $B "del x['model.layers.2.mlp.up_proj.weight']";    bad "missing tensor" "missing tensor model.layers.2.mlp.up_proj.weight" "$OLMO" import-hf $B $TMP/o
 mkhf $B "x['model.norm.weight'] = x['model.norm.weight'][:63]"; bad "bad shape" "model.norm.weight: expected shape (64)" "$OLMO" import-hf $B $TMP/o
-mkhf $B "x['lm_head.weight'] = x['lm_head.weight'][:999]"; bad "bad vocab rows" "lm_head.weight: expected shape (1000, 64)" "$OLMO" import-hf $B $TMP/o
+mkhf $B "x['lm_head.weight'] = x['lm_head.weight'][:999]"; bad "bad vocab rows" "lm_head.weight: expected shape (1024, 64)" "$OLMO" import-hf $B $TMP/o
 mkhf $B "del c['hidden_size']";                          bad "missing key" "missing number \"hidden_size\"" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['hidden_size'] = 64.5";                       bad "fractional dim" "\"hidden_size\" must be a positive integer" "$OLMO" import-hf $B $TMP/o
 mkhf $B "c['num_hidden_layers'] = -4";                   bad "negative dim" "\"num_hidden_layers\" must be a positive integer" "$OLMO" import-hf $B $TMP/o

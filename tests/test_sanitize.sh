@@ -3,7 +3,8 @@
 # (-fno-sanitize-recover: any UB report is fatal) into build-asan/ (MPI=0: single process),
 # then, under the sanitized binaries: every C unit test (build-asan/tests/test_*), a short
 # `olmo train` on a tiny synthetic recipe (with a checkpoint and a resume), `olmo prepare` on
-# the test corpus, an `olmo tokenize` encode/decode round trip. Any ASan/UBSan report fails.
+# the test corpus, an `olmo tokenize` encode/decode round trip, `olmo export-gguf` (f16, q8_0)
+# and export-hf -> import-hf of the trained run. Any ASan/UBSan report fails.
 # Leak checking: on (detect_leaks=1) for the CLI runs, off for the unit tests (they do not
 # free their fixtures before exiting); see docs/robustness.md.
 set -euo pipefail
@@ -74,4 +75,14 @@ echo "ok: prepare"
 san_check "$T/tok.log"
 cmp -s tests/data/tokenizer_stress.txt "$T/back" || fail "tokenize round trip differs"
 echo "ok: tokenize round trip"
+
+# 5. export-gguf (the streaming writer, the tokenizer arrays, Q8_0) and the HF round trip.
+for ty in f16 q8_0; do
+  "$OLMO" export-gguf "$T/run" "$T/m-$ty.gguf" --type $ty >"$T/gguf-$ty.log" 2>&1 || { tail -20 "$T/gguf-$ty.log"; fail "export-gguf $ty (sanitized)"; }
+  san_check "$T/gguf-$ty.log"
+done
+"$OLMO" export-hf "$T/run" "$T/hf" >"$T/hf.log" 2>&1 && "$OLMO" import-hf "$T/hf" "$T/imp" >>"$T/hf.log" 2>&1 \
+  || { tail -20 "$T/hf.log"; fail "export-hf / import-hf (sanitized)"; }
+san_check "$T/hf.log"
+echo "ok: export-gguf, export-hf, import-hf"
 echo "sanitizers clean"

@@ -15,6 +15,7 @@ int cmd_data_verify(int argc, char **argv);   // `olmo data verify` (argv[0] = "
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export_hf(int argc, char **argv);
+int cmd_export_gguf(int argc, char **argv);
 int cmd_import_hf(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

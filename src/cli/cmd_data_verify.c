@@ -19,6 +19,7 @@
 #include "recipe/mixture.h"
 #include "recipe/recipe.h"
 #include "util/common.h"
+#include "util/progress.h"
 
 #define VERIFY_BLOCK ((size_t)8 << 20)
 #define VERIFY_BAR_BYTES ((uint64_t)256 << 20)   // a progress bar from this much data on
@@ -27,25 +28,6 @@ typedef struct {
     const char *path;       // the file to hash
     const char *sha256;     // recorded, or NULL (not in a manifest)
 } VerifyItem;
-
-typedef struct {
-    uint64_t total, done;
-    double t0, last_draw;
-    int bar;
-} Progress;
-
-static void progress_draw(Progress *p, int final) {
-    if (!p->bar) return;
-    double now = now_seconds(), dt = now - p->t0;
-    if (!final && now - p->last_draw < 0.25) return;
-    p->last_draw = now;
-    int w = 30, fill = p->total ? (int)((double)w * (double)p->done / (double)p->total) : w;
-    fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.2f / %.2f GB  %.2f GB/s", fill, "##############################", w - fill, "",
-            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, (double)p->done / 1e9, (double)p->total / 1e9,
-            dt > 0 ? (double)p->done / dt / 1e9 : 0.0);
-    if (final) fputc('\n', stderr);
-    fflush(stderr);
-}
 
 // sha256 of a file as hex; 0, or -1 with errno.
 static int sha256_file(const char *path, char out[65], Progress *pr) {

@@ -21,6 +21,7 @@ static const Command COMMANDS[] = {
     {"bench", cmd_bench, "training throughput and MFU, side by side with PyTorch"},
     {"eval", cmd_eval, "held-out perplexity sets and multiple-choice tasks of a checkpoint"},
     {"export-hf", cmd_export_hf, "write a Hugging Face Olmo3 directory (config.json, model.safetensors, tokenizer)"},
+    {"export-gguf", cmd_export_gguf, "write a GGUF file for llama.cpp / ollama / LM Studio (f32, f16, bf16, q8_0)"},
     {"import-hf", cmd_import_hf, "read a Hugging Face Olmo3 directory into an OLMo checkpoint + recipe.yml"},
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; greedy or top-p)"},
     {"compare", cmd_compare, "is run B a reproduction of run A? held-out gaps at landmarks, token KL"},
@@ -37,7 +38,7 @@ int cli_wants_help(int argc, char **argv) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: olmo <command> [args]   (olmo <command> --help for details; olmo --version)\n\ncommands:\n");
-    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-11s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
 
 #ifndef OLMO_GIT_REV

@@ -2,13 +2,14 @@
 // commands export-hf and import-hf are src/cli/cmd_export_hf.c and cmd_import_hf.c.
 //
 //   olmo export-hf CKPT OUT/      config.json (model_type olmo3), model.safetensors (HF
-//                                 names, vocab rows trimmed to the real vocab),
+//                                 names, the padded vocab rows kept),
 //                                 tokenizer.json + tokenizer_config.json + generation_config.json
-//   olmo import-hf HF_DIR OUT/    model.safetensors (OLMo layout: vocab rows padded to a
-//                                 multiple of 128 with zero rows) + recipe.yml with the dims
+//   olmo import-hf HF_DIR OUT/    model.safetensors (OLMo layout: padded vocab rows read,
+//                                 trimmed ones padded with zero rows) + recipe.yml with the dims
 //
 // Our tensor names already are the HF names (src/model/params.h), so the mapping is the
-// identity; the only layout difference is the vocab padding of embed_tokens and lm_head.
+// identity; the only layout difference can be the vocab padding of embed_tokens and lm_head
+// (exports keep it; trimmed HF checkpoints get zero rows on import).
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -148,7 +149,9 @@ static void hf_config_write(const char *dir, const ModelConfig *c, int max_pos) 
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "architectures", cJSON_CreateStringArray((const char *[]){"Olmo3ForCausalLM"}, 1));
     cJSON_AddStringToObject(o, "model_type", "olmo3");
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    // The embedding and LM head keep their padded rows (docs/hf.md): vocab_size counts them,
+    // as AI2's OLMo 2 configs do (100352 for dolma2's 100278 tokens).
+    cJSON_AddNumberToObject(o, "vocab_size", c->padded_vocab);
     cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
     cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_hidden);
     cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
@@ -178,6 +181,50 @@ static void hf_config_write(const char *dir, const ModelConfig *c, int max_pos) 
     snprintf(p, sizeof p, "%s/config.json", dir);
     write_json(p, o);
     cJSON_Delete(o);
+}
+
+// Highest token id + 1 of a tokenizer.json (model.vocab and added_tokens), 0 if unreadable.
+static int hf_tokenizer_count(const char *path) {
+    char err[512];
+    cJSON *o = parse_json_file(path, err, sizeof err);
+    if (!o) return 0;
+    int n = 0;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model"), *e;
+    const cJSON *v = m ? cJSON_GetObjectItemCaseSensitive(m, "vocab") : NULL;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsNumber(e) && e->valuedouble + 1 > n && e->valuedouble < 1 << 30) n = (int)e->valuedouble + 1;
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(o, "added_tokens");
+    cJSON_ArrayForEach(e, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (cJSON_IsNumber(id) && id->valuedouble + 1 > n && id->valuedouble < 1 << 30) n = (int)id->valuedouble + 1;
+    }
+    cJSON_Delete(o);
+    return n;
+}
+
+// The real vocabulary of an HF directory whose config says vocab_size rows: a padded export
+// (ours, AI2's OLMo 2) has more rows than tokens. First hit wins: the olmo_config metadata
+// of its model.safetensors (our exports), the tokenizer.json's token count when vocab_size
+// is that count rounded up to a multiple of 128 (AI2's), else vocab_size itself.
+static int hf_real_vocab(const char *dir, int rows) {
+    char p[4600], err[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    StFile f;
+    int real = 0;
+    if (is_file(p) && st_open(&f, p, err, sizeof err) == 0) {
+        cJSON *m = f.metadata_json ? cJSON_Parse(f.metadata_json) : NULL;
+        const cJSON *oc = m ? cJSON_GetObjectItemCaseSensitive(m, "olmo_config") : NULL;
+        cJSON *c = cJSON_IsString(oc) ? cJSON_Parse(oc->valuestring) : NULL;
+        const cJSON *v = c ? cJSON_GetObjectItemCaseSensitive(c, "vocab_size") : NULL;
+        if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= rows) real = (int)v->valuedouble;
+        cJSON_Delete(c);
+        cJSON_Delete(m);
+        st_close(&f);
+        if (real) return real;
+    }
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    int n = is_file(p) ? hf_tokenizer_count(p) : 0;
+    if (n > 0 && n < rows && (n + 127) / 128 * 128 == rows) return n;
+    return rows;
 }
 
 static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t errlen) {
@@ -215,7 +262,7 @@ static int hf_config_read(const char *dir, ModelSource *s, char *err, size_t err
     if (!(v[5] > 0) || !(v[6] > 0)) { snprintf(err, errlen, "%s: rope_theta and rms_norm_eps must be > 0", path); goto out; }
     ModelConfig *c = &s->cfg;
     memset(c, 0, sizeof *c);
-    c->vocab_size = (int)v[0]; c->d_model = (int)v[1]; c->mlp_hidden = (int)v[2]; c->n_layers = (int)v[3];
+    c->vocab_size = hf_real_vocab(dir, (int)v[0]); c->d_model = (int)v[1]; c->mlp_hidden = (int)v[2]; c->n_layers = (int)v[3];
     c->n_heads = (int)v[4]; c->rope_theta = v[5]; c->rms_eps = v[6];
     const cJSON *x;
     c->n_kv_heads = cJSON_IsNumber(x = cJSON_GetObjectItemCaseSensitive(o, "num_key_value_heads")) ? (int)x->valuedouble : c->n_heads;
@@ -491,28 +538,48 @@ static const StTensor *hf_find(const HfFiles *h, const char *name, const StFile 
 
 static int is_vocab_tensor(const ParamInfo *p) { return p->kind == PARAM_EMBEDDING || p->kind == PARAM_LM_HEAD; }
 
-static int hf_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen) {
-    HfFiles h;
-    if (hf_open(s->path, &h, err, errlen) != 0) return -1;
+// The weights of a ModelSource opened and checked, read tensor by tensor (model_tensors_*).
+struct ModelTensors {
+    const ModelSource *s;
+    const ParamTable *t;
+    int is_hf;
+    StFile f;                  // an OLMo-layout file
+    HfFiles h;                 // an HF directory
+    const StTensor **src;      // HF: tensor of parameter i (NULL: a tied lm_head)
+    const StFile **srcf;       // HF: the file holding it
+    int emb;                   // HF: index of the embedding (a tied lm_head's source)
+};
+
+// Every Olmo3 tensor present with its shape (vocab tensors with the real vocab's rows or
+// the padded rows: trimmed and padded exports both read) and a float dtype.
+static int hf_check(ModelTensors *m, char *err, size_t errlen) {
+    const ModelSource *s = m->s;
+    const ParamTable *t = m->t;
     const ModelConfig *c = &s->cfg;
     char msg[3000] = "";
     size_t used = 0;
     int bad = 0;
 #define ADD(...) do { if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, __VA_ARGS__); bad++; } while (0)
-    const StTensor **src = xcalloc((size_t)t->n, sizeof *src);
-    const StFile **srcf = xcalloc((size_t)t->n, sizeof *srcf);
+    m->src = xcalloc((size_t)t->n, sizeof *m->src);
+    m->srcf = xcalloc((size_t)t->n, sizeof *m->srcf);
+    m->emb = -1;
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *p = &t->p[i];
-        src[i] = hf_find(&h, p->name, &srcf[i]);
-        if (!src[i] && p->kind == PARAM_LM_HEAD && s->hf_tied) continue;   // copied from the embedding below
-        if (!src[i]) { ADD("%s missing tensor %s", bad ? ";" : "", p->name); continue; }
-        int rows = is_vocab_tensor(p) ? c->vocab_size : p->shape[0];
-        const StTensor *x = src[i];
-        int ok = x->ndim == p->ndim && x->shape[0] == rows && (p->ndim == 1 || x->shape[1] == p->shape[1]);
+        if (p->kind == PARAM_EMBEDDING) m->emb = i;
+        m->src[i] = hf_find(&m->h, p->name, &m->srcf[i]);
+        if (!m->src[i] && p->kind == PARAM_LM_HEAD && s->hf_tied) continue;   // copied from the embedding
+        if (!m->src[i]) { ADD("%s missing tensor %s", bad ? ";" : "", p->name); continue; }
+        const StTensor *x = m->src[i];
+        int vocab = is_vocab_tensor(p), rows = p->shape[0];
+        int rows_ok = x->shape[0] == rows || (vocab && x->shape[0] == c->vocab_size);
+        int ok = x->ndim == p->ndim && rows_ok && (p->ndim == 1 || x->shape[1] == p->shape[1]);
         if (!ok) {
             char got[128] = "";
             for (int d = 0, o = 0; d < x->ndim && o < 100; d++) o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)x->shape[d]);
-            if (p->ndim == 2) ADD("%s %s: expected shape (%d, %d), got (%s)", bad ? ";" : "", p->name, rows, p->shape[1], got);
+            if (vocab && rows != c->vocab_size)
+                ADD("%s %s: expected shape (%d, %d) or (%d, %d) (padded or real vocab), got (%s)", bad ? ";" : "", p->name, rows,
+                    p->shape[1], c->vocab_size, p->shape[1], got);
+            else if (p->ndim == 2) ADD("%s %s: expected shape (%d, %d), got (%s)", bad ? ";" : "", p->name, rows, p->shape[1], got);
             else ADD("%s %s: expected shape (%d), got (%s)", bad ? ";" : "", p->name, rows, got);
         } else if (strcmp(x->dtype, "F32") && strcmp(x->dtype, "BF16") && strcmp(x->dtype, "F16") && strcmp(x->dtype, "F64")) {
             ADD("%s %s: dtype %s cannot convert to float", bad ? ";" : "", p->name, x->dtype);
@@ -520,27 +587,59 @@ static int hf_load(const ModelSource *s, const ParamTable *t, float *params, cha
     }
     if (bad) {
         snprintf(err, errlen, "%s does not match its config.json (%d problem%s):%s", s->path, bad, bad > 1 ? "s" : "", msg);
-        hf_close(&h);
-        free(src);
-        free(srcf);
         return -1;
     }
 #undef ADD
     // Extra tensors (e.g. rotary inv_freq buffers of old exports) are not model weights.
-    for (int k = 0; k < h.n; k++)
-        for (int j = 0; j < h.f[k].n; j++)
-            if (!param_table_find(t, h.f[k].t[j].name)) warnf("import-hf: ignoring tensor %s (not an Olmo3 weight)", h.f[k].t[j].name);
-    // Padding rows (vocab_size .. padded_vocab) are zero: see docs/hf.md.
-    memset(params, 0, sizeof(float) * t->total);
-    const ParamInfo *emb = NULL;
-    for (int i = 0; i < t->n; i++) {
-        const ParamInfo *p = &t->p[i];
-        if (p->kind == PARAM_EMBEDDING) emb = p;
-        if (src[i]) st_read_f32(srcf[i], src[i], params + p->offset);
+    for (int k = 0; k < m->h.n; k++)
+        for (int j = 0; j < m->h.f[k].n; j++)
+            if (!param_table_find(t, m->h.f[k].t[j].name)) warnf("import-hf: ignoring tensor %s (not an Olmo3 weight)", m->h.f[k].t[j].name);
+    return 0;
+}
+
+void model_tensors_close(ModelTensors *m) {
+    if (!m) return;
+    if (m->is_hf) hf_close(&m->h);
+    else if (m->f.path) st_close(&m->f);
+    free(m->src);
+    free(m->srcf);
+    free(m);
+}
+
+ModelTensors *model_tensors_open(const ModelSource *s, const ParamTable *t, char *err, size_t errlen) {
+    ModelTensors *m = xcalloc(1, sizeof *m);
+    m->s = s;
+    m->t = t;
+    m->is_hf = s->is_hf;
+    int rc;
+    if (s->is_hf) {
+        rc = hf_open(s->path, &m->h, err, errlen);
+        if (rc == 0) rc = hf_check(m, err, errlen);
+    } else {
+        // A checkpoint's weights are checked against the checksums.txt next to them first.
+        rc = ckpt_verify_path(s->path, 0, err, errlen) < 0 ? -1 : st_open(&m->f, s->path, err, errlen);
+        if (rc == 0) rc = params_check_file(t, &m->f, err, errlen);
     }
-    for (int i = 0; i < t->n; i++)
-        if (!src[i] && emb) memcpy(params + t->p[i].offset, params + emb->offset, sizeof(float) * emb->numel);
-    hf_close(&h);
+    if (rc != 0) { model_tensors_close(m); return NULL; }
+    return m;
+}
+
+void model_tensors_read(const ModelTensors *m, int i, float *dst) {
+    const ParamInfo *p = &m->t->p[i];
+    if (!m->is_hf) { st_read_f32(&m->f, st_find(&m->f, p->name), dst); return; }
+    int j = m->src[i] ? i : m->emb;   // a tied lm_head is the embedding
+    const StTensor *x = m->src[j];
+    st_read_f32(m->srcf[j], x, dst);
+    // A trimmed vocab tensor's padding rows are zero: see docs/hf.md.
+    size_t got = st_numel(x);
+    if (got < p->numel) memset(dst + got, 0, sizeof(float) * (p->numel - got));
+}
+
+static int hf_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen) {
+    ModelTensors *m = model_tensors_open(s, t, err, errlen);
+    if (!m) return -1;
+    for (int i = 0; i < t->n; i++) model_tensors_read(m, i, params + t->p[i].offset);
+    model_tensors_close(m);
     return 0;
 }
 
@@ -563,16 +662,14 @@ static void export_generation_config(const char *out, const ModelConfig *c) {
     cJSON_Delete(o);
 }
 
-// model.safetensors: the embedding and LM head keep their first vocab_size rows (a prefix
-// of the padded row-major tensors, so no copy is needed).
+// model.safetensors: every tensor as trained, the embedding and LM head with their padded
+// rows (the trained softmax covers them: docs/hf.md).
 static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, const float *params, int max_pos) {
     char p[4600];
     StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *q = &t->p[i];
-        int rows = is_vocab_tensor(q) ? c->vocab_size : q->shape[0];
-        w[i] = (StWrite){q->name, "F32", q->ndim, {rows, q->shape[1]}, params + q->offset,
-                         (size_t)rows * (q->ndim == 2 ? (size_t)q->shape[1] : 1) * sizeof(float)};
+        w[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, params + q->offset, q->numel * sizeof(float)};
     }
     char *oc = olmo_config_json(c, max_pos);
     cJSON *meta = cJSON_CreateObject();
@@ -640,7 +737,7 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
     export_generation_config(out, c);
     export_weights(out, c, &t, params, max_pos);
     export_tokenizer(out, tok_path, max_pos);
-    fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (padded %d trimmed)\n", s.path,
+    fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (rows padded to %d, kept)\n", s.path,
             s.config_from, out, t.n, c->vocab_size, c->padded_vocab);
     free(params);
     param_table_free(&t);

@@ -19,7 +19,7 @@
 
 typedef struct {
     char path[4096];    // the OLMo-layout .safetensors file, or the HF directory
-    int is_hf;          // 1: HF directory (vocab rows trimmed, maybe sharded, maybe tied)
+    int is_hf;          // 1: HF directory (vocab rows padded or trimmed, maybe sharded, maybe tied)
     int hf_tied;        // HF: tie_word_embeddings (lm_head = embed_tokens)
     ModelConfig cfg;    // derived (padded_vocab, head_dim filled)
     int seq_len;        // training / max_position length when known, else 0
@@ -37,9 +37,17 @@ int model_file_check(const char *path, char *err, size_t errlen);
 // recipe.yml next to the model file or two levels up (RUN/checkpoints/step-N/). Returns 0
 // with its path in out, or -1 when there is none (olmo eval then needs --recipe).
 int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_t n);
-// Read the parameters into params (layout of table t, built from s->cfg). HF sources get
-// their vocab rows padded with zero rows (docs/hf.md). Returns 0, or -1 with a message.
+// Read the parameters into params (layout of table t, built from s->cfg). HF sources
+// trimmed to the real vocab get zero padding rows (docs/hf.md). Returns 0, or -1 with a message.
 int model_source_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen);
+// The same weights one tensor at a time, so a writer can stream a large model without a
+// copy of it in memory (export-gguf). open checks every tensor (names, shapes, dtypes, a
+// checkpoint's checksums) and returns NULL with a message in err; read(m, i, dst) fills
+// t->p[i].numel floats (the table's layout, as model_source_load).
+typedef struct ModelTensors ModelTensors;
+ModelTensors *model_tensors_open(const ModelSource *s, const ParamTable *t, char *err, size_t errlen);
+void model_tensors_read(const ModelTensors *m, int i, float *dst);
+void model_tensors_close(ModelTensors *m);
 
 // max_position_embeddings of an export when neither YaRN nor the run says otherwise:
 // OLMo 3's pretraining sequence length (docs/olmo3.md s.1).
@@ -47,14 +55,14 @@ int model_source_load(const ModelSource *s, const ParamTable *t, float *params, 
 
 // `olmo export-hf`: CKPT (as model_source_resolve takes it) to the Hugging Face Olmo3
 // directory OUT: config.json (model_type olmo3), generation_config.json, model.safetensors
-// (HF names, vocab rows trimmed to the real vocab, the olmo_config metadata) and a copy of
+// (HF names, the padded vocab rows kept as trained, the olmo_config metadata) and a copy of
 // the tokenizer (tok_path; NULL = $OLMO_TOKENIZER or dolma2) with tokenizer_config.json.
 // max_pos 0: the run's seq_len, else HF_DEFAULT_MAX_POS (with YaRN: factor x original
 // context, which a given max_pos must equal). Bad input: a message, exit 2.
 void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_path);
 // `olmo import-hf`: the Hugging Face Olmo3 directory IN (config.json + model.safetensors
-// or shards) to OUT/model.safetensors in the OLMo layout (vocab rows padded with zero
-// rows) and OUT/recipe.yml with its model dims. Bad input: a message, exit 2.
+// or shards; vocab tensors padded or trimmed, the latter padded with zero rows) to
+// OUT/model.safetensors in the OLMo layout and OUT/recipe.yml with its model dims. Bad input: a message, exit 2.
 void hf_import(const char *in, const char *out);
 
 #endif

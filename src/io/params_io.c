@@ -9,18 +9,13 @@
 #include "model/params.h"
 #include "util/common.h"
 
-int params_load_safetensors(const ParamTable *t, float *params, const char *path, char *err, size_t errlen) {
-    // A checkpoint's weights (eval, generate, export-hf, train.load_path) are checked
-    // against the checksums.txt next to them first; other files have none.
-    if (ckpt_verify_path(path, 0, err, errlen) < 0) return -1;
-    StFile f;
-    if (st_open(&f, path, err, errlen) != 0) return -1;
+int params_check_file(const ParamTable *t, const StFile *f, char *err, size_t errlen) {
     char msg[2048] = "";
     size_t used = 0;
     int bad = 0;
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *p = &t->p[i];
-        const StTensor *s = st_find(&f, p->name);
+        const StTensor *s = st_find(f, p->name);
         if (!s) {
             used += (size_t)snprintf(msg + used, used < sizeof msg ? sizeof msg - used : 0, "%s missing tensor %s", bad++ ? ";" : "", p->name);
             continue;
@@ -36,12 +31,24 @@ int params_load_safetensors(const ParamTable *t, float *params, const char *path
                                      p->ndim == 2 ? ", " : "", p->ndim == 2 ? p->shape[1] : 0, s->dtype, got);
         }
     }
-    for (int j = 0; j < f.n; j++)
-        if (!param_table_find(t, f.t[j].name))
+    for (int j = 0; j < f->n; j++)
+        if (!param_table_find(t, f->t[j].name))
             used += (size_t)snprintf(msg + used, used < sizeof msg ? sizeof msg - used : 0, "%s unexpected tensor %s", bad++ ? ";" : "",
-                                     f.t[j].name);
+                                     f->t[j].name);
     if (bad) {
-        snprintf(err, errlen, "%s does not match the model (%d problem%s):%s", path, bad, bad > 1 ? "s" : "", msg);
+        snprintf(err, errlen, "%s does not match the model (%d problem%s):%s", f->path, bad, bad > 1 ? "s" : "", msg);
+        return -1;
+    }
+    return 0;
+}
+
+int params_load_safetensors(const ParamTable *t, float *params, const char *path, char *err, size_t errlen) {
+    // A checkpoint's weights (eval, generate, export-hf, train.load_path) are checked
+    // against the checksums.txt next to them first; other files have none.
+    if (ckpt_verify_path(path, 0, err, errlen) < 0) return -1;
+    StFile f;
+    if (st_open(&f, path, err, errlen) != 0) return -1;
+    if (params_check_file(t, &f, err, errlen) != 0) {
         st_close(&f);
         return -1;
     }

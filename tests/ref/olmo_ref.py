@@ -236,8 +236,13 @@ def attention_naive(q, k, v, window, doc=None):
     return out
 
 
-def forward(P, cfg, ids, attn_fn=attention):
-    """ids: (B, T) int64 -> logits (B, T, padded_vocab)."""
+def linear(x, w):
+    return x @ w.t()
+
+
+def forward(P, cfg, ids, attn_fn=attention, mm=linear):
+    """ids: (B, T) int64 -> logits (B, T, padded_vocab). mm(x, W) computes x W^T for every
+    weight matrix (a hook for tests/gguf_bound.py, which needs each matmul's input)."""
     B, T = ids.shape
     H, KV, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rms_eps
     x = P[EMB][ids]
@@ -247,9 +252,9 @@ def forward(P, cfg, ids, attn_fn=attention):
     doc = doc_ids(ids, cfg.eos_id) if cfg.get("document_mask") else None
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
-        q = x @ P[p + "self_attn.q_proj.weight"].t()
-        k = x @ P[p + "self_attn.k_proj.weight"].t()
-        v = x @ P[p + "self_attn.v_proj.weight"].t()
+        q = mm(x, P[p + "self_attn.q_proj.weight"])
+        k = mm(x, P[p + "self_attn.k_proj.weight"])
+        v = mm(x, P[p + "self_attn.v_proj.weight"])
         q = rmsnorm(q, P[p + "self_attn.q_norm.weight"], eps)  # over all heads, before split
         k = rmsnorm(k, P[p + "self_attn.k_norm.weight"], eps)
         q = q.view(B, T, H, hd).transpose(1, 2)
@@ -261,13 +266,13 @@ def forward(P, cfg, ids, attn_fn=attention):
         k = apply_rope(k, c, s)
         window = None if full else cfg.sliding_window
         a = attn_fn(q, k, v, window, doc)
-        a = a.transpose(1, 2).reshape(B, T, H * hd) @ P[p + "self_attn.o_proj.weight"].t()
+        a = mm(a.transpose(1, 2).reshape(B, T, H * hd), P[p + "self_attn.o_proj.weight"])
         h = x + rmsnorm(a, P[p + "post_attention_layernorm.weight"], eps)
-        m = F.silu(h @ P[p + "mlp.gate_proj.weight"].t()) * (h @ P[p + "mlp.up_proj.weight"].t())
-        m = m @ P[p + "mlp.down_proj.weight"].t()
+        m = F.silu(mm(h, P[p + "mlp.gate_proj.weight"])) * mm(h, P[p + "mlp.up_proj.weight"])
+        m = mm(m, P[p + "mlp.down_proj.weight"])
         x = h + rmsnorm(m, P[p + "post_feedforward_layernorm.weight"], eps)
     x = rmsnorm(x, P["model.norm.weight"], eps)
-    return x @ P["lm_head.weight"].t()
+    return mm(x, P["lm_head.weight"])
 
 
 def loss_sums(logits, labels, z_coef, denom):
