@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/gguf.h"
+#include "util/blas_core.h"
 #include "util/common.h"
 
 #include "check.h"
@@ -129,8 +130,11 @@ static void test_file(const char *dir) {
     CHECK(access(path, F_OK) != 0 && access(tmp, F_OK) != 0, "freed writer left a file");
 }
 
-int main(void) {
-    char dir[] = "/tmp/test_gguf_write.XXXXXX";
+int main(int argc, char **argv) {
+    (void)argc;
+    blas_core_init(argv);
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/test_gguf_write.XXXXXX", test_tmpdir());
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_f16();
     test_bf16();
