@@ -43,7 +43,7 @@ h = json.dumps({"w": {"dtype": "F32", "shape": [2**40, 2**40, 2**40], "data_offs
 open(f'{d}/numel.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b'\0' * 16)
 PY
 refuse st-huge-tensor "data ends at byte 4000000000000 but the file has 16 data bytes" "$OLMO" generate "$T/huge.safetensors" --tokens 1,2
-refuse st-header-len "header length 1152921504606846976 exceeds the file" "$OLMO" generate "$T/hlen.safetensors" --tokens 1,2
+refuse st-header-len "its first 8 bytes give 1152921504606846976, the file has 10 bytes" "$OLMO" generate "$T/hlen.safetensors" --tokens 1,2
 refuse st-numel-overflow "bad shape or data_offsets" "$OLMO" generate "$T/numel.safetensors" --tokens 1,2
 
 # 2. recipes
