@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     memset(&t, 0, sizeof t);
     volatile int ok = 0;
     FZ_TRY {
-        eval_task_load(&E, &t, spec);
+        eval_task_load(&E, &t, spec, NULL);   // NULL: the path as given
         FZ_DONE;
         ok = 1;
     }
