@@ -78,6 +78,13 @@ endif
 endif
 
 SRC := $(shell find src -name '*.c' ! -path src/cli/main.c ! -path 'src/kernels/cuda/*' | sort)
+# Files named *_cuda.c are the CUDA backend's C side (train/cuda/backend_cuda.c), built only
+# with CUDA; *_nocuda.c stand in for it without (kernels/ops_nocuda.c).
+ifeq ($(CUDA),1)
+SRC := $(filter-out %_nocuda.c,$(SRC))
+else
+SRC := $(filter-out %_cuda.c,$(SRC))
+endif
 OBJ := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

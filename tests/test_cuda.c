@@ -36,7 +36,7 @@
 #include "train/step.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
-#include "train/cuda/cuda_backend.h"
+#include "train/cuda/cuda_model.h"
 #endif
 
 static const char *test_tmpdir(void) {   // as check.h's
@@ -75,7 +75,7 @@ static const int GB = 4, MB = 2, STEPS = 5, DET_STEPS = 2;
 static char attn_tag[32] = "";   // which bf16 attention kernels (OLMO_CUDA_ATTN)
 static const double LR = 1e-3;
 
-static void run_init(Run *r, const ModelConfig *cfg, BackendKind kind, Precision prec) {
+static void run_init(Run *r, const ModelConfig *cfg, const char *backend, Precision prec) {
     memset(r, 0, sizeof *r);
     model_create(&r->m, cfg, GB, T);
     param_init(&r->m.table, r->m.params, 1234);
@@ -90,7 +90,10 @@ static void run_init(Run *r, const ModelConfig *cfg, BackendKind kind, Precision
     r->tc.sched.max_steps = STEPS;
     r->tc.sched.alpha_f = 0.1;
     char err[512];
-    r->be = backend_create(kind, prec, &r->tc, GB, T, err, sizeof err);
+    const BackendIface *impl;
+    Precision p;
+    if (backend_resolve(backend, "", &impl, &p, err, sizeof err) != 0) die("backend_resolve: %s", err);
+    r->be = backend_create(impl, prec, &r->tc, GB, T, err, sizeof err);
     if (!r->be) die("backend_create: %s", err);
     backend_sync_from_host(r->be, &r->tc);
 }
@@ -224,8 +227,8 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     snprintf(tag, sizeof tag, "%s%s", bf ? "bf16" : "fp32", bf ? attn_tag : "");
     const double tol_logits = bf ? 3e-2 : 2e-5, tol_loss = bf ? 1e-2 : 1e-6, tol_grad = bf ? 1.5e-1 : 2e-5;
     Run cpu, gpu;
-    run_init(&cpu, cfg, BACKEND_CPU, PRECISION_FP32);
-    run_init(&gpu, cfg, BACKEND_CUDA, prec);
+    run_init(&cpu, cfg, "cpu", PRECISION_FP32);
+    run_init(&gpu, cfg, "cuda", prec);
     const size_t per = (size_t)GB * T, Vp = (size_t)cfg->padded_vocab, n = cpu.m.table.total;
     int32_t *inputs = xmalloc(sizeof(int32_t) * per * STEPS), *labels = xmalloc(sizeof(int32_t) * per * STEPS);
     make_batches(cfg, inputs, labels, per * STEPS, T);
@@ -272,8 +275,8 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     float *det_p = xmalloc(sizeof(float) * n), *det_m = xmalloc(sizeof(float) * n), *det_v = xmalloc(sizeof(float) * n);
     for (int st = 0; st < STEPS; st++) {
         band_before(&band, cpu.tc.opt.m);
-        StepResult a = backend_train_step(cpu.be, &cpu.tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
-        StepResult b = backend_train_step(gpu.be, &gpu.tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
+        StepResult a = train_step_on(backend_step_device(cpu.be), inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
+        StepResult b = train_step_on(backend_step_device(gpu.be), inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
         double dl = fabs(a.loss - b.loss) / fabs(a.loss), dg = fabs(a.grad_norm - b.grad_norm) / a.grad_norm;
         if (dg > max_gn) max_gn = dg;
         printf("%s step %d: loss %.7f vs %.7f (rel %.2g) | gnorm %.6f vs %.6f (rel %.2g) | lr %.3g%s\n", tag, st + 1,
@@ -325,10 +328,10 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     // change a bit either.
     Run g2;
     setenv("OLMO_CUDA_RECOMPUTE", "1", 1);
-    run_init(&g2, cfg, BACKEND_CUDA, prec);
+    run_init(&g2, cfg, "cuda", prec);
     unsetenv("OLMO_CUDA_RECOMPUTE");
     for (int st = 0; st < DET_STEPS; st++)
-        backend_train_step(g2.be, &g2.tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
+        train_step_on(backend_step_device(g2.be), inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
     backend_sync_to_host(g2.be, &g2.tc, 1);
     int same = !memcmp(g2.m.params, det_p, sizeof(float) * n) && !memcmp(g2.tc.opt.m, det_m, sizeof(float) * n) &&
                !memcmp(g2.tc.opt.v, det_v, sizeof(float) * n);
@@ -425,7 +428,7 @@ static int dump(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     blas_core_init(argv);
-    BackendKind k;
+    const BackendIface *k;
     Precision p;
     char err[512];
     if (argc >= 6 && !strcmp(argv[1], "dump") && !strncmp(argv[5], "yarn=", 5)) return dump(argc, argv);   // CPU only

@@ -14,12 +14,12 @@
 #include "train/backend.h"
 #include "util/common.h"
 #ifdef OLMO_CUDA
-#include "train/cuda/cuda_backend.h"
+#include "train/cuda/cuda_model.h"
 #endif
 
 int main(int argc, char **argv) {
     blas_core_init(argv);
-    BackendKind k;
+    const BackendIface *k;
     Precision p;
     char err[512];
     if (backend_resolve("cuda", "", &k, &p, err, sizeof err) != 0) {

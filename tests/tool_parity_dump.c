@@ -16,6 +16,7 @@
 #include "util/blas_core.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "train/backend_cpu.h"
 #include "train/step.h"
 #include "util/common.h"
 
@@ -150,7 +151,7 @@ int main(int argc, char **argv) {
     cJSON *metrics = cJSON_CreateArray();
     for (int st = 0; st < steps; st++) {
         float *at = state + (size_t)st * STATE_KINDS * total;
-        StepResult r = train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, at + STATE_GRAD * total);
+        StepResult r = cpu_train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, at + STATE_GRAD * total);
         memcpy(at + STATE_PARAM * total, m.params, sizeof(float) * total);
         memcpy(at + STATE_M * total, tc.opt.m, sizeof(float) * total);
         memcpy(at + STATE_V * total, tc.opt.v, sizeof(float) * total);

@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"
+#include "train/backend_cpu.h"
 #include "train/step.h"
 #include "util/common.h"
 
@@ -120,7 +121,7 @@ static int worker(int argc, char **argv) {
     for (int st = 0; st <= steps; st++) {   // step 0 is warmup (page faults, first-touch)
         dist_barrier();
         double t0 = now_seconds();
-        r = train_step(&tc, in + off, tg + off, B, micro, T, st + 1, NULL);
+        r = cpu_train_step(&tc, in + off, tg + off, B, micro, T, st + 1, NULL);
         if (st > 0) total += now_seconds() - t0;
     }
     double rss = (double)peak_rss_bytes(), *all = xmalloc(sizeof(double) * (size_t)W);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "train/backend.h"
 #include "util/blas_core.h"
 #include "util/common.h"
 
@@ -54,11 +55,7 @@ static void version(void) {
 #else
     printf("no MPI");
 #endif
-#ifdef OLMO_CUDA
-    printf(", CUDA backend");
-#else
-    printf(", no CUDA backend");
-#endif
+    printf(backend_built("cuda") ? ", CUDA backend" : ", no CUDA backend");
     printf(")\n");
 }
 

@@ -1,6 +1,6 @@
-// ops.c: what kernels/ops.h defines for every build: type names, ops_destroy, the answer
-// of ops_cuda_create in a binary built without the CUDA backend, and the CUDA ops' scratch
-// sizes (kernels/cuda/sizes.h; plain arithmetic, so the memory plan works without CUDA).
+// ops.c: what kernels/ops.h defines for every build: type names, ops_destroy, and the CUDA
+// ops' scratch sizes (kernels/cuda/sizes.h; plain arithmetic, so the memory plan works
+// without CUDA). ops_cuda_create is in kernels/cuda/ops_cuda.cu, or ops_nocuda.c.
 #include "kernels/ops.h"
 
 #include <stdio.h>
@@ -12,14 +12,6 @@ const char *dtype_name(DType t) { return t == DT_BF16 ? "bf16" : "fp32"; }
 void ops_destroy(OpsBackend *be) {
     if (be) be->ops->destroy(be);
 }
-
-#ifndef OLMO_CUDA
-OpsBackend *ops_cuda_create(DType act, char *err, size_t errlen) {
-    (void)act;
-    snprintf(err, errlen, "this binary was built without the CUDA backend");
-    return NULL;
-}
-#endif
 
 static size_t one(size_t n) { return n ? n : 1; }
 

@@ -55,12 +55,18 @@ void model_destroy(Model *m) {
     param_table_free(&m->table);
 }
 
+Graph *model_graph(Model *m, float *grads, GraphParams *p) {
+    if (!m->graph.be) alloc_activations(m);   // model_create_lazy: on first use
+    // On the CPU the compute weights are the fp32 parameters themselves, norms included.
+    *p = (GraphParams){m->params, &m->w, grads, 0};
+    return &m->graph;
+}
+
 LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                                 float z_coef, float inv_count, float *grads, float *logits_out,
                                 float *tok_ce) {
     if (B > m->max_B || T > m->max_T) die("model_forward_backward: (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, m->max_B, m->max_T);
-    if (!m->graph.be) alloc_activations(m);   // model_create_lazy: on first use
-    // On the CPU the compute weights are the fp32 parameters themselves, norms included.
-    GraphParams p = {m->params, &m->w, grads, 0};
-    return graph_forward_backward(&m->graph, &p, inputs, targets, B, T, z_coef, inv_count, logits_out, tok_ce);
+    GraphParams p;
+    Graph *g = model_graph(m, grads, &p);
+    return graph_forward_backward(g, &p, inputs, targets, B, T, z_coef, inv_count, logits_out, tok_ce);
 }

@@ -47,5 +47,9 @@ size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk
 LossSums model_forward_backward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                                 float z_coef, float inv_count, float *grads, float *logits_out,
                                 float *tok_ce);
+// The graph of m (its activations allocated on first use) and, in p, the parameters it
+// reads with grads as the gradient to write: for a caller that runs graph.h's
+// graph_forward_backward itself (the CPU backend's micro-batches, one call fewer per op).
+Graph *model_graph(Model *m, float *grads, GraphParams *p);
 
 #endif

@@ -1,15 +1,18 @@
-// backend.h: where the training step runs, one Backend object either way (backend_create).
-// `cpu`: the host Model (model.c: the graph over the CPU op table) and its StepDevice
-// (step.c). `cuda` keeps the model, gradients and Adam state on NVIDIA GPUs
-// (src/kernels/cuda, src/train/cuda) and runs the same step there: the same global-count
-// loss normalization, micro-batch gradients accumulated in a fixed order, global-norm
-// clip, skip-step and AdamW; with mpirun, one GPU per rank and ZeRO-1 over NCCL (or the
-// host-MPI fallback). After backend_sync_from_host the device owns the optimizer state
-// (the host m, v are released); checkpoints stream from the device
-// (backend_save_checkpoint) in the same fp32 HF safetensors as the CPU writes,
-// backend_sync_to_host refreshes Model.params for the final weights (and CPU evaluation,
-// eval.device=cpu), and in-loop evaluation runs on the device (backend_forward_backward).
-// docs/cuda.md.
+// backend.h: where the training step runs. A backend is an interface table (BackendIface)
+// that one file fills: src/train/backend_cpu.c (the host Model: model/graph.c over the CPU op
+// table) and src/train/cuda/backend_cuda.c (the model, gradients and Adam state on NVIDIA
+// GPUs: src/kernels/cuda, src/train/cuda). backend.c is the registry: the only place that
+// knows which backends this binary was built with (its one `#ifdef OLMO_CUDA`).
+//
+// Every backend runs the same step (step.c's train_step_on over the StepDevice the backend
+// keeps in its Backend): the same global-count loss normalization, micro-batch gradients
+// accumulated in a fixed order, global-norm clip, skip-step and AdamW over its DevState.
+// A device backend (cuda) owns the optimizer state after backend_sync_from_host (the host
+// m, v are released, checkpoints stream from the device through backend_save_checkpoint in
+// the same fp32 HF safetensors as the CPU writes), backend_sync_to_host refreshes
+// Model.params for the final weights and CPU evaluation (eval.device=cpu), and in-loop
+// evaluation runs on the device (backend_forward_backward). docs/cuda.md, and
+// docs/adding-an-op.md "Adding a backend".
 #ifndef OLMO_BACKEND_H
 #define OLMO_BACKEND_H
 
@@ -18,30 +21,63 @@
 #include "train/checkpoint.h"
 #include "train/step.h"
 
-typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } BackendKind;
-
 typedef struct Backend Backend;
 
-// Parse train.backend / train.precision ("" precision = the backend's default: bf16 on
-// cuda, fp32 on cpu). 0, or -1 with a message (unknown name, bf16 on cpu, cuda in a
-// binary built without CUDA, no device).
-int backend_resolve(const char *backend, const char *precision, BackendKind *kind, Precision *prec, char *err,
-                    size_t errlen);
-// 1 if this binary has the CUDA backend compiled in.
-int backend_cuda_built(void);
+// What a backend fills (one const table per backend; the registry lists them).
+typedef struct BackendIface {
+    const char *name;                 // train.backend's value: "cpu", "cuda"
+    Precision default_precision;      // train.precision "" means this
+    // 1: the model lives in device memory: the host Model is created lazily (its
+    // activations only if something evaluates on it) and sized by model_check_size instead
+    // of model_check_memory; CPU evaluation first brings the weights to the host.
+    int on_device;
+    // 0, or -1 with a reason in err (no device, built without it).
+    int (*available)(char *err, size_t errlen);
+    // The backend for tc (sized for micro-batches of (max_B, max_T)): a Backend whose
+    // first member is the struct Backend below. NULL + err on failure (out of memory, ...).
+    Backend *(*create)(Precision prec, TrainCore *tc, int max_B, int max_T, char *err, size_t errlen);
+    void (*destroy)(Backend *be);
+    // One line describing the device and memory for the run log ("" where nothing to say).
+    void (*describe)(const Backend *be, char *out, size_t outlen);
+    // The accelerators one rank uses (0: none, MFU counts CPU cores) and the dense peak
+    // FLOP/s of one of them in this precision, with where that figure comes from.
+    int (*devices)(void);
+    double (*device_peak)(Precision prec, const char **source);
+    // Checkpoints: 1 when they must go through save_checkpoint (the device holds the state).
+    int (*streams_checkpoint)(const Backend *be);
+    void (*save_checkpoint)(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+    void (*sync_to_host)(Backend *be, TrainCore *tc, int optim);
+    void (*sync_from_host)(Backend *be, TrainCore *tc);
+    LossSums (*forward_backward)(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
+                                 int T, float z_coef, float inv_count, float *grads, float *logits_out, float *tok_ce);
+} BackendIface;
 
-// Create the backend for tc->model (sized for micro-batches of (max_B, max_T)); the CPU
-// backend is an empty shell. NULL + err on failure (no device, out of device memory).
-Backend *backend_create(BackendKind kind, Precision prec, TrainCore *tc, int max_B, int max_T, char *err,
+// The part every backend's object starts with.
+struct Backend {
+    const BackendIface *iface;
+    Precision prec;
+    StepDevice dev;   // where train_step_on runs this backend's steps (filled once, by create)
+};
+
+// The backend named by train.backend ("" = cpu) and the precision train.precision gives
+// ("" = the backend's default: bf16 on cuda, fp32 on cpu). 0, or -1 with a message
+// (unknown name or precision, a backend this binary was built without, no device).
+int backend_resolve(const char *name, const char *precision, const BackendIface **impl, Precision *prec, char *err,
+                    size_t errlen);
+// 1 if this binary has the backend `name` compiled in (whether or not a device is present).
+int backend_built(const char *name);
+
+Backend *backend_create(const BackendIface *impl, Precision prec, TrainCore *tc, int max_B, int max_T, char *err,
                         size_t errlen);
 void backend_free(Backend *be);
-BackendKind backend_kind(const Backend *be);
-// One line describing the device and memory (for the run log); "" for cpu.
+// The StepDevice of be, for train_step_on (step.h).
+StepDevice *backend_step_device(Backend *be);
+// One line describing the backend, its device and memory for the run log ("" for cpu fp32).
 void backend_describe(const Backend *be, char *out, size_t outlen);
-
-// train_step on the backend (cpu: train_step itself; cuda: one GPU, NCCL or host-MPI by world).
-StepResult backend_train_step(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets,
-                              int global_batch, int micro_batch, int T, long step, float *grads_out);
+// The accelerators one rank uses (0 for cpu) and one device's dense peak FLOP/s in the
+// backend's precision, with where the figure comes from (the MFU ceiling; peak.h for CPUs).
+int backend_devices(const Backend *be);
+double backend_device_peak(const Backend *be, const char **source);
 // 1 when checkpoints must go through backend_save_checkpoint (the device holds the state);
 // 0 for cpu and the host-MPI fallback (the host copies are authoritative).
 int backend_streams_checkpoint(const Backend *be);

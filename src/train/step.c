@@ -89,10 +89,10 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
     long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
-    d->grad_begin(d);
+    d->ops->grad_begin(d);
     for (int j = 0; j < k; j++) {
         size_t off = (size_t)j * micro_batch * T;
-        LossSums s = d->micro_batch(d, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count);
+        LossSums s = d->ops->micro_batch(d, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count);
         if (tc->loss_local) {
             tc->loss_local[2 * j] = s.ce_sum;
             tc->loss_local[2 * j + 1] = s.z_sum;
@@ -100,12 +100,12 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         ce += s.ce_sum;
         z += s.z_sum;
     }
-    d->grad_end(d);
-    if (step == train_fault_nan_step()) d->poison(d);   // FAULT INJECTION
-    if (grads_out && W == 1) d->grad_download(d, grads_out);
+    d->ops->grad_end(d);
+    if (step == train_fault_nan_step()) d->ops->poison(d);   // FAULT INJECTION
+    if (grads_out && W == 1) d->ops->grad_download(d, grads_out);
     // The device's own collective first: a peer lost in an NCCL reduce is caught by its
     // bounded wait (nccl.cu), where an MPI collective would block for ever.
-    d->reduce(d);
+    d->ops->reduce(d);
     // As clip_grad_norm (torch clip_grad_norm_), from fixed chunks summed in chunk order.
     const size_t n = tc->model->table.total, nch = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double norm;
@@ -132,13 +132,13 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
     StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
         devstate_adamw(&d->state, &tc->opt, r.lr);
-        d->params_allgather(d);
+        d->ops->params_allgather(d);
     }
     return r;
 }
 
 // ---- the host's state and collectives (the CPU device, and the CUDA host-MPI fallback) ----
-void host_devstate(DevState *s, TrainCore *tc) {
+static void host_devstate(DevState *s, TrainCore *tc) {
     size_t lo, hi;
     train_core_range(tc, &lo, &hi);
     *s = (DevState){model_backend(tc->model), &tc->model->table, lo, hi, tc->model->params + lo, tc->opt.m, tc->opt.v, NULL,
@@ -146,6 +146,7 @@ void host_devstate(DevState *s, TrainCore *tc) {
 }
 
 void host_reduce(TrainCore *tc, float *local, DevState *s) {
+    host_devstate(s, tc);   // the host's master, m and v as they are now
     tc->local = local;
     tc->shard = local + s->lo;
     if (tc->bounds && tc->world > 1) {
@@ -157,44 +158,4 @@ void host_reduce(TrainCore *tc, float *local, DevState *s) {
 
 void host_allgather(TrainCore *tc) {
     if (tc->bounds && tc->world > 1) dist_allgather_shards(tc->model->params, tc->bounds);
-}
-
-// ---- the CPU device: the Model's graph on the CPU backend, the GradAcc tree -----------------
-static void cpu_grad_begin(StepDevice *d) { gradacc_reset(&d->tc->acc); }
-
-static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T,
-                                float z_coef, float inv_count) {
-    TrainCore *tc = d->tc;
-    float *g = gradacc_slot(&tc->acc);
-    LossSums s = model_forward_backward(tc->model, inputs, targets, B, T, z_coef, inv_count, g, NULL, NULL);
-    gradacc_push(&tc->acc);
-    return s;
-}
-
-static void cpu_grad_end(StepDevice *d) { d->tc->local = gradacc_finish(&d->tc->acc); }
-static void cpu_poison(StepDevice *d) { d->tc->local[0] = NAN; }
-static void cpu_grad_download(StepDevice *d, float *host) {
-    memcpy(host, d->tc->local, sizeof(float) * d->tc->model->table.total);
-}
-static void cpu_reduce(StepDevice *d) { host_reduce(d->tc, d->tc->local, &d->state); }
-static void cpu_allgather(StepDevice *d) { host_allgather(d->tc); }
-
-void train_step_cpu_device(StepDevice *d, TrainCore *tc) {
-    memset(d, 0, sizeof *d);
-    d->tc = tc;
-    d->grad_begin = cpu_grad_begin;
-    d->micro_batch = cpu_micro_batch;
-    d->grad_end = cpu_grad_end;
-    d->poison = cpu_poison;
-    d->grad_download = cpu_grad_download;
-    d->reduce = cpu_reduce;
-    d->params_allgather = cpu_allgather;
-    host_devstate(&d->state, tc);
-}
-
-StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
-                      int micro_batch, int T, long step, float *grads_out) {
-    StepDevice d;
-    train_step_cpu_device(&d, tc);
-    return train_step_on(&d, inputs, targets, global_batch, micro_batch, T, step, grads_out);
 }

@@ -55,13 +55,12 @@ typedef struct {
 // Where a step runs: what really differs between backends, the micro-batches into this
 // rank's local gradient, the reduction to this rank's shard and the all-gather of the
 // updated weights; and the DevState (devstate.h) the shard's norm, clip and AdamW run on,
-// through the backend's op table. train_step_on (step.c) is the one step over it; the CPU's
-// device is in step.c, the CUDA backend's in backend.c (one GPU, NCCL ZeRO-1, or the
-// host-MPI fallback that keeps Adam on the host).
+// through the backend's op table. train_step_on (step.c) is the one step over it. Each
+// backend keeps one StepDevice in its Backend (backend.h), its ops a const table chosen
+// once: the CPU's (backend_cpu.c), the CUDA backend's for one GPU or NCCL ZeRO-1, and its
+// host-MPI fallback that keeps Adam on the host (cuda/backend_cuda.c).
 typedef struct StepDevice StepDevice;
-struct StepDevice {
-    void *ctx;
-    TrainCore *tc;
+typedef struct {
     void (*grad_begin)(StepDevice *d);
     // One micro-batch's forward and backward into the local gradient (written by the first
     // after grad_begin, accumulated by the others in order).
@@ -70,9 +69,15 @@ struct StepDevice {
     void (*grad_end)(StepDevice *d);
     void (*poison)(StepDevice *d);                      // FAULT INJECTION: local gradient element 0 = NaN
     void (*grad_download)(StepDevice *d, float *host);  // the whole local gradient (tests)
-    // This rank's shard of the sum over ranks; on return state.grad is the shard's gradient.
+    // This rank's shard of the sum over ranks into d->state (its gradient, and where the
+    // range's master, m and v are now: the host's m, v can be replaced between steps).
     void (*reduce)(StepDevice *d);
     void (*params_allgather)(StepDevice *d);            // every rank gets every updated shard
+} StepDeviceOps;
+struct StepDevice {
+    const StepDeviceOps *ops;
+    void *ctx;                                          // the backend's object
+    TrainCore *tc;
     DevState state;                                     // the shard the optimizer updates
 };
 
@@ -86,14 +91,10 @@ struct StepDevice {
 // per rank the CPU's steps are bitwise identical at any world size.
 StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
                          int micro_batch, int T, long step, float *grads_out);
-// The CPU's device over tc (its Model, GradAcc, AdamW): the trainer's default step.
-void train_step_cpu_device(StepDevice *d, TrainCore *tc);
-// The host's DevState of tc: the CPU op table of tc's Model over its parameters and tc's
-// AdamW moments for this rank's range (the gradient is set by host_reduce).
-void host_devstate(DevState *s, TrainCore *tc);
 // The host's collectives, for a device whose gradient is on the host (the CPU, and the CUDA
 // host-MPI fallback): local, this rank's full summed gradient, reduce-scattered to its
-// shard (s->grad); the updated parameters all-gathered.
+// shard; s becomes the host's DevState of tc's range (the CPU op table of tc's Model over
+// its parameters, tc's AdamW moments, that gradient); the updated parameters all-gathered.
 void host_reduce(TrainCore *tc, float *local, DevState *s);
 void host_allgather(TrainCore *tc);
 
@@ -107,8 +108,4 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
 // FAULT INJECTION (tests/test_faults.sh): the step whose gradient is made NaN
 // (OLMO_FAULT_NAN_STEP), -1 when unset.
 long train_fault_nan_step(void);
-// The long-standing entry: train_step_on over the CPU device of tc.
-StepResult train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
-                      int micro_batch, int T, long step, float *grads_out);
-
 #endif

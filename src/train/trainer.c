@@ -31,7 +31,6 @@
 #include "recipe/recipe.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
-#include "train/cuda/cuda_backend.h"
 #include "train/history.h"
 #include "train/metrics.h"
 #include "train/peak.h"
@@ -418,7 +417,7 @@ typedef struct {
     int rank, W;
     int T, GB, MB, local_batch, micro_per_rank;
     long total_steps;
-    BackendKind bkind;
+    const BackendIface *bimpl;   // train.backend (backend.h)
     Precision bprec;
     Precision mprec;   // the CPU model's matmuls: the run's precision on the cpu backend, else fp32
     ModelConfig cfg;
@@ -437,7 +436,7 @@ typedef struct {
     int dev_eval;               // in-loop evaluation on the device model (DeviceEval)
     int host_eval_sync;         // evaluation on the CPU model of a CUDA run: every rank syncs
     DeviceEval deval;
-    const char *eval_on;        // "cpu fp32", "cuda bf16", "cuda fp32" (the record's eval/device)
+    char eval_on[40];           // "cpu fp32", "cuda bf16", "cuda fp32" (the record's eval/device)
     MetricsLog log;
     CkptWriter *w;
     double peak, fpt;           // MFU's ceiling (FLOP/s of the job) and FLOPs per token (window-aware)
@@ -473,11 +472,11 @@ static void run_plan(Run *u) {
     u->local_batch = GB / W, u->micro_per_rank = u->local_batch / MB;
     // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
     // without CUDA, or on a machine without a device, stops here with nothing written.
-    if (backend_resolve(r->backend, r->precision, &u->bkind, &u->bprec, u->msg, sizeof u->msg) != 0)
+    if (backend_resolve(r->backend, r->precision, &u->bimpl, &u->bprec, u->msg, sizeof u->msg) != 0)
         fail_all(u->rank, 2, u->msg);
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
     // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
-    u->mprec = u->bkind == BACKEND_CPU && u->bprec == PRECISION_BF16 ? PRECISION_BF16 : PRECISION_FP32;
+    u->mprec = !u->bimpl->on_device && u->bprec == PRECISION_BF16 ? PRECISION_BF16 : PRECISION_FP32;
 }
 
 // Open the data, the eval sets and the checkpoint before anything is written: bad input
@@ -504,10 +503,10 @@ static void run_create_model(Run *u) {
     // train.backend=cuda: the host holds the fp32 params (checkpoints, the final weights)
     // and Adam only until it is uploaded; CPU activations are allocated only if evaluation
     // runs on the CPU model (eval.device=cpu).
-    if (u->bkind == BACKEND_CUDA ? model_check_size(&u->cfg, MB, T, lim, sizeof lim)
+    if (u->bimpl->on_device ? model_check_size(&u->cfg, MB, T, lim, sizeof lim)
                                  : model_check_memory(&u->cfg, MB, T, u->mprec, lim, sizeof lim))
         fail_all(u->rank, 2, lim);
-    if (u->bkind == BACKEND_CUDA) model_create_lazy(&u->m, &u->cfg, MB, T);
+    if (u->bimpl->on_device) model_create_lazy(&u->m, &u->cfg, MB, T);
     else model_create(&u->m, &u->cfg, MB, T);
     model_set_precision(&u->m, u->mprec);
     param_init(&u->m.table, u->m.params, r->seed);
@@ -625,14 +624,14 @@ static void run_load_path(Run *u) {
 // the host's state) and where in-loop evaluation runs: on the device model (no host sync,
 // the run's precision) unless eval.device=cpu asks for the fp32 CPU model.
 static void run_backend(Run *u) {
-    u->be = backend_create(u->bkind, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
+    u->be = backend_create(u->bimpl, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
     if (!u->be) fail_all(u->rank, 2, u->msg);
     backend_sync_from_host(u->be, &u->tc);   // cuda: initialized or loaded params + Adam m, v -> device
-    const int cuda = backend_kind(u->be) == BACKEND_CUDA;
-    u->dev_eval = cuda && !strcmp(u->r->eval_device, "auto");
+    u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto");
     u->deval = (DeviceEval){u->be, &u->tc};
     if (u->dev_eval) eval_set_forward(u->ev, device_eval_forward, &u->deval);   // ev NULL (ranks > 0): no-op
-    u->eval_on = !u->dev_eval ? "cpu fp32" : u->bprec == PRECISION_BF16 ? "cuda bf16" : "cuda fp32";
+    snprintf(u->eval_on, sizeof u->eval_on, "%s %s", u->dev_eval ? u->bimpl->name : "cpu",
+             u->dev_eval && u->bprec == PRECISION_BF16 ? "bf16" : "fp32");
 }
 
 // train.resume=never (rank 0): a fresh run must not mix its checkpoints (or its recipe
@@ -661,20 +660,15 @@ static void move_previous_run_aside(const Recipe *r) {
 // cores.
 static void run_peak(Run *u, JobCores *jc) {
     const Recipe *r = u->r;
-    int devices = 0;
-    const int cuda = backend_kind(u->be) == BACKEND_CUDA;
-#ifdef OLMO_CUDA
-    if (cuda) devices = cuda_device_count(NULL, 0);
-#endif
+    const int devices = backend_devices(u->be);
     job_cores(jc, devices);
-    if (cuda) {
-        double dev = r->peak_flops > 0 ? r->peak_flops : u->bprec == PRECISION_BF16 ? 989.5e12 : 67e12;
+    if (devices > 0) {
+        const char *source;
+        double dev = backend_device_peak(u->be, &source);
+        if (r->peak_flops > 0) dev = r->peak_flops, source = "recipe perf.peak_flops per GPU";
         u->peak = dev * jc->gpus;
         snprintf(u->peak_desc, sizeof u->peak_desc, "%d GPU%s x %.1f TFLOP/s = %.1f TFLOP/s (%s)", jc->gpus,
-                 jc->gpus > 1 ? "s" : "", dev / 1e12, u->peak / 1e12,
-                 r->peak_flops > 0 ? "recipe perf.peak_flops per GPU"
-                 : u->bprec == PRECISION_BF16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
-                                              : "H100/H200 SXM fp32 datasheet; perf.peak_flops overrides");
+                 jc->gpus > 1 ? "s" : "", dev / 1e12, u->peak / 1e12, source);
     } else {
         CorePeak cp;
         dist_barrier_quiet();
@@ -707,17 +701,9 @@ static void print_banner(Run *u, const JobCores *jc) {
            8.0 * (double)(hi0 - lo0) / 1048576.0, lo0, hi0, 8.0 * (double)u->m.table.total / 1048576.0);
     printf("MFU: window-aware count %.4g GFLOP/token (OLMo-core v2.3 count %.4g: mfu_olmo_core_v2_3) x tokens/s of "
            "the job vs %s\n", u->fpt / 1e9, u->fpt_v23 / 1e9, u->peak_desc);
-    if (backend_kind(u->be) == BACKEND_CUDA) {
-        char desc[512];
-        backend_describe(u->be, desc, sizeof desc);
-        printf("%s\n", desc);
-    } else if (u->bprec == PRECISION_BF16) {
-        const int emu = !strcmp(matmul_bf16_engine(), "emulated");
-        printf("backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights "
-               "and Adam%s\n", matmul_bf16_engine(),
-               emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
-                     "docs/performance.md)" : "");
-    }
+    char desc[512];
+    backend_describe(u->be, desc, sizeof desc);
+    if (desc[0]) printf("%s\n", desc);
     fflush(stdout);
 }
 
@@ -835,7 +821,7 @@ static void run_loop(Run *u, Ctx *c, Loop *lp) {
         const long step = ++lp->step;
         double t0 = now_seconds();
         loader_next_batch(u->loader, inputs, targets);
-        lp->res = backend_train_step(u->be, &u->tc, inputs, targets, GB, MB, T, step, NULL);
+        lp->res = train_step_on(backend_step_device(u->be), inputs, targets, GB, MB, T, step, NULL);
         double dt = now_seconds() - t0;
         lp->t_train += dt;
         lp->steps_run++;
@@ -923,7 +909,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
     memo_alarm_init(&u->watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(u->watch.set, sizeof u->watch.set, "eval/%s/ce", r->memo_set);
-    u->host_eval_sync = backend_kind(u->be) == BACKEND_CUDA && !u->dev_eval;
+    u->host_eval_sync = u->bimpl->on_device && !u->dev_eval;
     run_eval_if(u, u->ev && u->start_step == 0, 0);
 
     Loop lp = {0};

@@ -6,7 +6,7 @@
 extern "C" {
 #include "model/graph.h"
 }
-#include "train/cuda/cuda_backend.h"
+#include "train/cuda/cuda_model.h"
 #include "kernels/cuda/ops.cuh"
 
 struct CudaModel {
@@ -14,7 +14,7 @@ struct CudaModel {
     const ParamTable *table;
     int max_B, max_T, is_bf16, recompute = 0;
     size_t total, bytes = 0;
-    // What this device holds of the flat table (cuda_backend.h): Adam m, v for [olo, ohi)
+    // What this device holds of the flat table (cuda_model.h): Adam m, v for [olo, ohi)
     // (olo == ohi: none, the host keeps Adam), fp32 master weights for [mlo, mhi) (the
     // whole table, or the optimizer range when bf16 weights are sharded with NCCL).
     size_t olo = 0, ohi = 0, mlo = 0, mhi = 0;

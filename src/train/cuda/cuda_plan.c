@@ -3,6 +3,8 @@
 // (cuda_mem_plan) work in builds without CUDA. Every buffer is one cudaMalloc.
 #include <string.h>
 
+#include "kernels/ops.h"
+#include "model/graph.h"
 #include "train/cuda/cuda_backend.h"
 
 void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_hi, CudaStateSizes *s) {
@@ -26,4 +28,27 @@ static size_t one(size_t n) { return n ? n : 1; }
 size_t cuda_state_bytes(const CudaStateSizes *s) {
     return 4 * one(s->master) + 2 * 4 * one(s->adam) + 4 * one(s->grad) + (s->weights ? 2 * s->weights : 0) +
            (s->norms ? 4 * s->norms : 0) + CUDA_WORKSPACE_BYTES;
+}
+
+// From the code that allocates: the model state (cuda_state_sizes, model.cu allocates
+// exactly those buffers), the graph's activations (graph_plan_bytes: graph_init's walk with
+// a counter) and the op scratch (ops_cuda_scratch_bytes, ops_cuda_reserve's sizes).
+void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                   size_t opt_lo, size_t opt_hi, CudaMemPlan *p) {
+    memset(p, 0, sizeof *p);
+    CudaStateSizes s;
+    cuda_state_sizes(t, bf16, opt_lo, opt_hi, &s);
+#define ONE(n) ((double)((n) ? (n) : 1))
+    p->master = 4 * ONE(s.master);
+    p->adam = 2 * 4 * ONE(s.adam);
+    p->grad = 4 * ONE(s.grad);
+    p->weights = 2.0 * s.weights;
+    p->norms = 4.0 * s.norms;
+#undef ONE
+    p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32, recompute);
+    const int N = max_B * max_T, Q = cfg->n_heads * cfg->head_dim;
+    OpsLimits lim = {N, cfg->d_model > Q ? cfg->d_model : Q, cfg->n_heads, cfg->padded_vocab, t->total};
+    p->scratch = (double)(cuda_state_bytes(&s) - (size_t)(p->master + p->adam + p->grad + p->weights + p->norms)) +
+                 (double)ops_cuda_scratch_bytes(&lim, bf16 ? 2 : 4);
+    p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;
 }

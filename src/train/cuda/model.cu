@@ -1,4 +1,4 @@
-// model.cu: the OLMo 3 model's training state on one CUDA device (see cuda_backend.h): the
+// model.cu: the OLMo 3 model's training state on one CUDA device (see cuda_model.h): the
 // fp32 master weights and Adam moments of this device's optimizer range, the one fp32
 // gradient buffer, the bf16 compute copy of the weights (bf16 mode), and the model graph
 // of model/graph.c run on the CUDA ops backend (kernels/ops.h, ops_cuda.cu) -- the same

@@ -1,0 +1,132 @@
+// backend_cpu.c: the CPU backend (backend_cpu.h). The host Model is the training state:
+// Model.params are the master weights, the GradAcc tree sums the micro-batches' gradients
+// pairwise, the host collectives (step.c) reduce-scatter and all-gather over MPI, and AdamW
+// runs over the host's DevState through the CPU op table. Nothing lives elsewhere, so the
+// synchronisations are no-ops and checkpoints are written from host memory.
+#include "train/backend_cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/common.h"
+
+// ---- the StepDevice: the Model's graph on the CPU op table, the GradAcc tree -------------
+static void cpu_grad_begin(StepDevice *d) { gradacc_reset(&d->tc->acc); }
+
+static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                float z_coef, float inv_count) {
+    TrainCore *tc = d->tc;
+    GraphParams p;
+    Graph *g = model_graph(tc->model, gradacc_slot(&tc->acc), &p);
+    LossSums s = graph_forward_backward(g, &p, inputs, targets, B, T, z_coef, inv_count, NULL, NULL);
+    gradacc_push(&tc->acc);
+    return s;
+}
+
+static void cpu_grad_end(StepDevice *d) { d->tc->local = gradacc_finish(&d->tc->acc); }
+static void cpu_poison(StepDevice *d) { d->tc->local[0] = NAN; }
+static void cpu_grad_download(StepDevice *d, float *host) {
+    memcpy(host, d->tc->local, sizeof(float) * d->tc->model->table.total);
+}
+static void cpu_reduce(StepDevice *d) { host_reduce(d->tc, d->tc->local, &d->state); }
+static void cpu_allgather(StepDevice *d) { host_allgather(d->tc); }
+
+static const StepDeviceOps cpu_step_ops = {
+    .grad_begin = cpu_grad_begin,
+    .micro_batch = cpu_micro_batch,
+    .grad_end = cpu_grad_end,
+    .poison = cpu_poison,
+    .grad_download = cpu_grad_download,
+    .reduce = cpu_reduce,
+    .params_allgather = cpu_allgather,
+};
+
+void cpu_step_device(StepDevice *d, TrainCore *tc) {
+    memset(d, 0, sizeof *d);
+    d->ops = &cpu_step_ops;
+    d->tc = tc;
+}
+
+StepResult cpu_train_step(TrainCore *tc, const int32_t *inputs, const int32_t *targets, int global_batch,
+                          int micro_batch, int T, long step, float *grads_out) {
+    StepDevice d;
+    cpu_step_device(&d, tc);
+    return train_step_on(&d, inputs, targets, global_batch, micro_batch, T, step, grads_out);
+}
+
+// ---- the backend -------------------------------------------------------------------------
+static int cpu_available(char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    return 0;
+}
+
+static Backend *cpu_create(Precision prec, TrainCore *tc, int max_B, int max_T, char *err, size_t errlen) {
+    (void)max_B, (void)max_T, (void)err, (void)errlen;
+    Backend *be = xcalloc(1, sizeof *be);
+    be->iface = &backend_cpu;
+    be->prec = prec;
+    cpu_step_device(&be->dev, tc);
+    be->dev.ctx = be;
+    return be;
+}
+
+static void cpu_destroy(Backend *be) { free(be); }
+
+static void cpu_describe(const Backend *be, char *out, size_t outlen) {
+    out[0] = 0;
+    if (be->prec != PRECISION_BF16) return;
+    const int emu = !strcmp(matmul_bf16_engine(), "emulated");
+    snprintf(out, outlen,
+             "backend: cpu, bf16 matmul operands (%s engine), fp32 accumulation, activations, master weights and "
+             "Adam%s", matmul_bf16_engine(),
+             emu ? " (no native bf16 engine for this CPU, or switched off: emulated, slower than fp32; "
+                   "docs/performance.md)" : "");
+}
+
+static int cpu_devices(void) { return 0; }
+
+static double cpu_device_peak(Precision prec, const char **source) {
+    (void)prec;
+    *source = "no accelerator: the CPU cores' calibrated GEMM peak (peak.h)";
+    return 0;
+}
+
+static int cpu_streams_checkpoint(const Backend *be) {
+    (void)be;
+    return 0;
+}
+
+static void cpu_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st) {
+    (void)be, (void)tc, (void)w, (void)st;
+    die("backend cpu: checkpoints are written from host memory (backend_streams_checkpoint is 0)");
+}
+
+static void cpu_sync_to_host(Backend *be, TrainCore *tc, int optim) { (void)be, (void)tc, (void)optim; }
+static void cpu_sync_from_host(Backend *be, TrainCore *tc) { (void)be, (void)tc; }
+
+static LossSums cpu_forward_backward(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
+                                     int T, float z_coef, float inv_count, float *grads, float *logits_out,
+                                     float *tok_ce) {
+    (void)be;
+    return model_forward_backward(tc->model, inputs, targets, B, T, z_coef, inv_count, grads, logits_out, tok_ce);
+}
+
+const BackendIface backend_cpu = {
+    .name = "cpu",
+    .default_precision = PRECISION_FP32,
+    .on_device = 0,
+    .available = cpu_available,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .describe = cpu_describe,
+    .devices = cpu_devices,
+    .device_peak = cpu_device_peak,
+    .streams_checkpoint = cpu_streams_checkpoint,
+    .save_checkpoint = cpu_save_checkpoint,
+    .sync_to_host = cpu_sync_to_host,
+    .sync_from_host = cpu_sync_from_host,
+    .forward_backward = cpu_forward_backward,
+};
