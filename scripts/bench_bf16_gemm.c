@@ -85,10 +85,10 @@ static double best_gflops(int M, int N, int K, void (*f)(void *), void *ctx) {
     return best;
 }
 
-typedef struct { float *out; const float *x, *W; int M, N, K; Precision prec; } Ours;
+typedef struct { float *out; const float *x, *W; int M, N, K; Precision prec; Bf16Work *ws; } Ours;
 static void ours_run(void *p) {
     Ours *o = p;
-    matmul_forward(o->out, o->x, o->W, o->M, o->K, o->N, o->prec);
+    matmul_forward(o->out, o->x, o->W, o->M, o->K, o->N, o->prec, o->ws);
 }
 static void dnnl_run_v(void *p) { dnnl_run(p); }
 // bf16 engines: the GEMM alone on operands packed beforehand (as oneDNN gets bf16 inputs)
@@ -144,6 +144,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < 3; j++) shapes[i][j] = atoi(argv[1 + fp32 + 3 * i + j]);
     if (!n) n = 4;
     if (!fp32) matmul_bf16_init();
+    Bf16Work *ws = fp32 ? NULL : bf16_work_create();   // the bf16 operands' scratch (kernels.h)
     const int threads = omp_get_max_threads();
     printf("%s, %d threads: olmo.c %s vs oneDNN %s (DNNL_MAX_CPU_ISA=%s)\n", fp32 ? "fp32" : "bf16 operands, fp32 accumulation",
            threads, fp32 ? "sgemm (matmul.c)" : matmul_bf16_engine(), dnnl_version()->cpu_runtime == DNNL_RUNTIME_OMP ? "(OpenMP)" : "",
@@ -155,7 +156,7 @@ int main(int argc, char **argv) {
         uint16_t *xb = xmalloc_aligned(2 * (size_t)M * K), *Wb = xmalloc_aligned(2 * (size_t)N * K);
         for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 2654435761u) % 2001) * 1e-3f - 1.0f, xb[i] = bf16_round(x[i]);
         for (size_t i = 0; i < (size_t)N * K; i++) W[i] = (float)((i * 40503u) % 2001) * 1e-3f - 1.0f, Wb[i] = bf16_round(W[i]);
-        Ours o = {c1, x, W, M, N, K, fp32 ? PRECISION_FP32 : PRECISION_BF16};
+        Ours o = {c1, x, W, M, N, K, fp32 ? PRECISION_FP32 : PRECISION_BF16, ws};
         Dnnl d;
         dnnl_make(&d, M, N, K, fp32, fp32 ? (void *)x : xb, fp32 ? (void *)W : Wb, c2);
         double g_ours = best_gflops(M, N, K, ours_run, &o), g_dnnl = best_gflops(M, N, K, dnnl_run_v, &d), g_packed = 0;

@@ -161,8 +161,8 @@ static void test_matmul(int N, int C, int OC) {
     round_to(dy, (size_t)N * OC, DT_BF16 == t || BE->prec == PRECISION_BF16 ? DT_BF16 : DT_F32);
     float *y = malloc(sizeof(float) * N * OC), *dx = malloc(sizeof(float) * N * C), *dw0 = rand_vec((size_t)OC * C, 1);
     float *dw = copy_vec(dw0, (size_t)OC * C);
-    matmul_forward(y, x, w, N, C, OC, PRECISION_FP32);
-    matmul_backward(dx, dw, dy, x, w, N, C, OC, 0, 1, PRECISION_FP32);   // dW accumulates onto dw0
+    matmul_forward(y, x, w, N, C, OC, PRECISION_FP32, NULL);
+    matmul_backward(dx, dw, dy, x, w, N, C, OC, 0, 1, PRECISION_FP32, NULL);   // dW accumulates onto dw0
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(w, (size_t)OC * C, t), *DY = to_dev(dy, (size_t)N * OC, t);
     void *Y = OPS->alloc(BE, (size_t)N * OC * dtype_size(t)), *DX = OPS->alloc(BE, (size_t)N * C * 4);
     float *DW = to_dev(dw0, (size_t)OC * C, DT_F32);
@@ -345,7 +345,7 @@ static void test_lmhead(int N, int C, int V) {
     const float z = 1e-4f, inv = 1.0f / N;
     float *dx = malloc(sizeof(float) * N * C), *dW = malloc(sizeof(float) * V * C);
     float *scr = malloc(sizeof(float) * 128 * V), *lg = malloc(sizeof(float) * N * V), *ce = malloc(sizeof(float) * N);
-    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce, PRECISION_FP32);
+    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce, PRECISION_FP32, NULL);
     for (size_t i = 0; i < (size_t)V * C; i++) dW[i] += dW0[i];
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(W, (size_t)V * C, t), *TG = to_dev_i32(tg, N);
     void *DX = OPS->alloc(BE, (size_t)N * C * dtype_size(t));

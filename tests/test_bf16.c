@@ -20,6 +20,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/kernels.h"
 
+static Bf16Work *g_ws;   // the bf16 kernels' scratch, as the CPU ops backend keeps one
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static float urand(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -87,9 +88,9 @@ static void test_gemm(int at, int bt, int M, int N, int K, int accumulate, int p
     float *C3 = malloc(sizeof(float) * M * N);
     memcpy(C3, C, sizeof(float) * M * N);
     omp_set_num_threads(1);
-    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C, N);
+    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C, N, g_ws);
     omp_set_num_threads(3);
-    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C3, N);
+    gemm_bf16(at, bt, M, N, K, A, lda, B, ldb, accumulate, C3, N, g_ws);
     omp_set_num_threads(2);
     CHECK(!memcmp(C, C3, sizeof(float) * M * N), "gemm_bf16 at=%d bt=%d M=%d N=%d K=%d acc=%d: 1 and 3 threads differ",
           at, bt, M, N, K, accumulate);
@@ -111,7 +112,7 @@ typedef struct {
 
 static void lm_run(LM *l) {
     l->sums = lmhead_loss_forward_backward(l->dx, l->dW, l->x, l->W, l->tg, l->N, l->C, l->V, 1e-4f, 1.0f / l->N,
-                                           l->scratch, l->chunk, l->logits, NULL, PRECISION_BF16);
+                                           l->scratch, l->chunk, l->logits, NULL, PRECISION_BF16, g_ws);
 }
 static LM lm_make(int N, int C, int V, int chunk) {
     LM l = {N, C, V, chunk, frand((size_t)N * C), frand((size_t)V * C), malloc(sizeof(float) * N * C),
@@ -209,8 +210,8 @@ static void test_matmul_mode(void) {
         omp_set_num_threads(th);
         y[th - 1] = malloc(sizeof(float) * N * OC), dx[th - 1] = malloc(sizeof(float) * N * C);
         dW[th - 1] = malloc(sizeof(float) * OC * C);
-        matmul_forward(y[th - 1], x, W, N, C, OC, PRECISION_BF16);
-        matmul_backward(dx[th - 1], dW[th - 1], dy, x, W, N, C, OC, 0, 0, PRECISION_BF16);
+        matmul_forward(y[th - 1], x, W, N, C, OC, PRECISION_BF16, g_ws);
+        matmul_backward(dx[th - 1], dW[th - 1], dy, x, W, N, C, OC, 0, 0, PRECISION_BF16, g_ws);
     }
     omp_set_num_threads(2);
     double *r = malloc(sizeof(double) * OC * C * 4);
@@ -247,8 +248,8 @@ static void dump(const char *dir) {
     float *x = frand((size_t)N * C), *W = frand((size_t)OC * C), *dy = frand((size_t)N * OC);
     float *y = malloc(4 * N * OC), *dx = malloc(4 * N * C), *dW = malloc(4 * OC * C);
     matmul_bf16_init();
-    matmul_forward(y, x, W, N, C, OC, PRECISION_BF16);
-    matmul_backward(dx, dW, dy, x, W, N, C, OC, 0, 0, PRECISION_BF16);
+    matmul_forward(y, x, W, N, C, OC, PRECISION_BF16, g_ws);
+    matmul_backward(dx, dW, dy, x, W, N, C, OC, 0, 0, PRECISION_BF16, g_ws);
     struct { const char *name; const void *p; size_t bytes; } f[] = {
         {"round.f32", v, 4 * R}, {"round.u16", h, 2 * R}, {"x.f32", x, 4 * N * C}, {"W.f32", W, 4 * OC * C},
         {"dy.f32", dy, 4 * N * OC}, {"y.f32", y, 4 * N * OC}, {"dx.f32", dx, 4 * N * C}, {"dW.f32", dW, 4 * OC * C}};
@@ -265,6 +266,7 @@ static void dump(const char *dir) {
 
 int main(int argc, char **argv) {
     blas_core_init(argv);
+    g_ws = bf16_work_create();
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
         dump(argv[2]);
         return 0;

@@ -152,7 +152,7 @@ static void test_matmul(int N, int C, int OC) {
     size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
     float *inp = frand(ni, 1), *W = frand(nw, 1), *R = frand(no, 1), *out = malloc(sizeof(float) * no);
     MMCtx c = {N, C, OC, todouble(inp, ni), todouble(W, nw), todouble(R, no), malloc(sizeof(double) * no)};
-    matmul_forward(out, inp, W, N, C, OC, PRECISION_FP32);
+    matmul_forward(out, inp, W, N, C, OC, PRECISION_FP32, NULL);
     double L = mm_obj(&c); (void)L;
     snprintf(nm, sizeof nm, "matmul fwd N=%d C=%d OC=%d", N, C, OC);
     report(nm, relerr(out, c.out, no, 0), TOL_FWD);
@@ -160,7 +160,7 @@ static void test_matmul(int N, int C, int OC) {
     fd_grad(gi, c.inp, ni, mm_obj, &c);
     fd_grad(gw, c.W, nw, mm_obj, &c);
     float *dinp = ffill(ni, 777.f), *dW = ffill(nw, -777.f);
-    matmul_backward(dinp, dW, R, inp, W, N, C, OC, 0, 0, PRECISION_FP32);
+    matmul_backward(dinp, dW, R, inp, W, N, C, OC, 0, 0, PRECISION_FP32, NULL);
     snprintf(nm, sizeof nm, "matmul bwd dinp (overwrite) N=%d C=%d OC=%d", N, C, OC);
     report(nm, relerr(dinp, gi, ni, 0), TOL_BWD);
     snprintf(nm, sizeof nm, "matmul bwd dW (overwrite) N=%d C=%d OC=%d", N, C, OC);
@@ -170,14 +170,14 @@ static void test_matmul(int N, int C, int OC) {
     float *a1 = fdup(P1, ni), *a2 = fdup(P2, nw);
     for (size_t i = 0; i < ni; i++) gi[i] += P1[i];
     for (size_t i = 0; i < nw; i++) gw[i] += P2[i];
-    matmul_backward(a1, a2, R, inp, W, N, C, OC, 1, 1, PRECISION_FP32);
+    matmul_backward(a1, a2, R, inp, W, N, C, OC, 1, 1, PRECISION_FP32, NULL);
     snprintf(nm, sizeof nm, "matmul bwd dinp (accumulate) N=%d C=%d OC=%d", N, C, OC);
     report(nm, relerr(a1, gi, ni, 0), TOL_BWD);
     snprintf(nm, sizeof nm, "matmul bwd dW (accumulate) N=%d C=%d OC=%d", N, C, OC);
     report(nm, relerr(a2, gw, nw, 0), TOL_BWD);
     // NULL skips one
     float *d3 = ffill(nw, 5.f);
-    matmul_backward(NULL, d3, R, inp, W, N, C, OC, 0, 0, PRECISION_FP32);
+    matmul_backward(NULL, d3, R, inp, W, N, C, OC, 0, 0, PRECISION_FP32, NULL);
     for (size_t i = 0; i < nw; i++) gw[i] -= P2[i];
     snprintf(nm, sizeof nm, "matmul bwd dinp=NULL N=%d C=%d OC=%d", N, C, OC);
     report(nm, relerr(d3, gw, nw, 0), TOL_BWD);
@@ -188,15 +188,15 @@ static void test_matmul(int N, int C, int OC) {
 typedef struct { int N, C, OC; float *inp, *W, *dout; } MMDet;
 static void mm_det_fwd(void *p, void *o) {
     MMDet *c = p;
-    matmul_forward(o, c->inp, c->W, c->N, c->C, c->OC, PRECISION_FP32);
+    matmul_forward(o, c->inp, c->W, c->N, c->C, c->OC, PRECISION_FP32, NULL);
 }
 static void mm_det_dinp(void *p, void *o) {
     MMDet *c = p;
-    matmul_backward(o, NULL, c->dout, c->inp, c->W, c->N, c->C, c->OC, 0, 0, PRECISION_FP32);
+    matmul_backward(o, NULL, c->dout, c->inp, c->W, c->N, c->C, c->OC, 0, 0, PRECISION_FP32, NULL);
 }
 static void mm_det_dW(void *p, void *o) {
     MMDet *c = p;
-    matmul_backward(NULL, o, c->dout, c->inp, c->W, c->N, c->C, c->OC, 0, 0, PRECISION_FP32);
+    matmul_backward(NULL, o, c->dout, c->inp, c->W, c->N, c->C, c->OC, 0, 0, PRECISION_FP32, NULL);
 }
 
 // ======================================== rmsnorm ========================================
@@ -564,7 +564,7 @@ static void test_lmhead(int N, int C, int V, int chunk, float z_coef, int check_
     for (size_t i = 0; i < nw; i++) W[i] += 0.3f;   // common shift raises every logit -> large lse
     float *scratch = malloc(sizeof(float) * (size_t)chunk * V);
     float *dx = ffill(nx, 55.f), *dW = ffill(nw, -55.f), *logits = malloc(sizeof(float) * N * V), *tok_ce = ffill(N, 9.f);
-    LossSums s = lmhead_loss_forward_backward(dx, dW, x, W, tgt, N, C, V, z_coef, inv, scratch, chunk, logits, tok_ce, PRECISION_FP32);
+    LossSums s = lmhead_loss_forward_backward(dx, dW, x, W, tgt, N, C, V, z_coef, inv, scratch, chunk, logits, tok_ce, PRECISION_FP32, NULL);
     LMCtx c = {N, C, V, tgt, z_coef, inv, todouble(x, nx), todouble(W, nw), malloc(sizeof(double) * N * V), 0, 0, 0};
     lm_obj(&c);
     snprintf(nm, sizeof nm, "lmhead n_valid %s", tag); report(nm, s.n_valid != c.nv, 0);
@@ -602,7 +602,7 @@ static void test_lmhead(int N, int C, int V, int chunk, float z_coef, int check_
         free(g0);
     }
     // forward only (dx NULL): same sums
-    LossSums s2 = lmhead_loss_forward_backward(NULL, NULL, x, W, tgt, N, C, V, z_coef, inv, scratch, chunk, NULL, NULL, PRECISION_FP32);
+    LossSums s2 = lmhead_loss_forward_backward(NULL, NULL, x, W, tgt, N, C, V, z_coef, inv, scratch, chunk, NULL, NULL, PRECISION_FP32, NULL);
     snprintf(nm, sizeof nm, "lmhead fwd-only sums == fwd+bwd sums %s", tag);
     report(nm, (s2.ce_sum != s.ce_sum || s2.z_sum != s.z_sum || s2.n_valid != s.n_valid), 0);
     free(tgt); free(x); free(W); free(scratch); free(dx); free(dW); free(logits); free(tok_ce);
@@ -614,7 +614,7 @@ static void lm_det(void *p, void *o) {
     double *sums = o;
     float *dx = (float *)(sums + 2), *dW = dx + (size_t)c->N * c->C, *tce = dW + (size_t)c->V * c->C;
     LossSums s = lmhead_loss_forward_backward(dx, dW, c->x, c->W, c->tgt, c->N, c->C, c->V, 1e-2f, 0.01f,
-                                              c->scratch, c->chunk, NULL, tce, PRECISION_FP32);
+                                              c->scratch, c->chunk, NULL, tce, PRECISION_FP32, NULL);
     sums[0] = s.ce_sum;
     sums[1] = s.z_sum;
 }
@@ -861,7 +861,7 @@ static void test_attention_kv_all(void) {
         det_check("matmul fwd N=1 C=96 OC=1030 (sgemv)", mm_det_fwd, &c, sizeof(float) * 1030);
         float *out = malloc(sizeof(float) * 1030);
         double *ref = malloc(sizeof(double) * 1030), *di = todouble(c.inp, 96), *dw = todouble(c.W, 1030 * 96);
-        matmul_forward(out, c.inp, c.W, 1, 96, 1030, PRECISION_FP32);
+        matmul_forward(out, c.inp, c.W, 1, 96, 1030, PRECISION_FP32, NULL);
         mm_ref(ref, di, dw, 1, 96, 1030);
         report("matmul fwd N=1 C=96 OC=1030 (sgemv) vs double ref", relerr(out, ref, 1030, 0), TOL_FWD);
         free(out); free(ref); free(di); free(dw);

@@ -29,13 +29,21 @@ const char *matmul_bf16_engine(void);
 // 1 when this CPU has the instructions of engine `name` (selectable by OLMO_BF16_ENGINE).
 int matmul_bf16_engine_on_cpu(const char *name);
 
+// Where bf16 matmuls pack or round their operands: grow-only buffers (no per-step allocation
+// once warm), owned by the caller -- the CPU ops backend keeps one (ops_cpu.c), so two
+// models in one process never share scratch. Used outside parallel regions only. The
+// kernels below take one with PRECISION_BF16; with PRECISION_FP32 it may be NULL.
+typedef struct Bf16Work Bf16Work;
+Bf16Work *bf16_work_create(void);
+void bf16_work_free(Bf16Work *w);
+
 // ---- matmul (nn.Linear without bias): out = inp @ W^T -------------------------------
 // out (N, OC), inp (N, C), W (OC, C). In fp32 one row (N = 1, a decode step) is an sgemv.
-void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p);
+void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p, Bf16Work *ws);
 // dinp (N, C) = dout @ W (overwritten, or added when accumulate_dinp);
 // dW (OC, C) = dout^T @ inp (overwritten, or added when accumulate_dW). NULL skips one.
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
-                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p);
+                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p, Bf16Work *ws);
 
 // ---- RMSNorm: out = w * x / sqrt(mean(x^2) + eps), rows of length C ---------------------
 // out (N, C) (may not alias inp), rstd (N) saved for backward. in_stride/out_stride: row
@@ -113,7 +121,7 @@ typedef struct { double ce_sum, z_sum; long n_valid; } LossSums;
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
-                                      float *logits_out, float *tok_ce, Precision p);
+                                      float *logits_out, float *tok_ce, Precision p, Bf16Work *ws);
 
 // ---- optimizer helpers over flat ranges -------------------------------------------------------
 // The chunk of the deterministic sum of squares, on every backend and in the ranks' shards

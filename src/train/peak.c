@@ -179,21 +179,24 @@ double peak_calibrate(int bf16, int n, int threads, double *other_cpus) {
     const int reps = bf16 ? 5 : 4;
     int was_threads = omp_get_max_threads();
     omp_set_num_threads(threads);
+    Bf16Work *ws = NULL;
     if (bf16) {
         matmul_bf16_init();
-        matmul_forward(c, a, b, n, n, n, PRECISION_BF16);
+        ws = bf16_work_create();
+        matmul_forward(c, a, b, n, n, n, PRECISION_BF16, ws);
     }
     LoadMark mark = load_mark();
     double best = 0;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = now_seconds();
-        if (bf16) matmul_forward(c, a, b, n, n, n, PRECISION_BF16);
+        if (bf16) matmul_forward(c, a, b, n, n, n, PRECISION_BF16, ws);
         else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double f = 2.0 * n * (double)n * n / (now_seconds() - t0);
         if (f > best) best = f;
     }
     if (other_cpus) *other_cpus = other_load(mark);
     omp_set_num_threads(was_threads);
+    bf16_work_free(ws);
     free(a);
     free(b);
     free(c);

@@ -81,13 +81,20 @@ const char *bf16_engine_name(Bf16Engine e) {
     return e == BF16_AMX ? "amx" : e == BF16_AVX512 ? "avx512bf16" : "emulated";
 }
 
-void *bf16_workspace(int slot, size_t bytes) {
-    static void *buf[BF16_WORKSPACE_SLOTS];
-    static size_t cap[BF16_WORKSPACE_SLOTS];
-    if (bytes > cap[slot]) {
-        free(buf[slot]);
-        buf[slot] = xmalloc_aligned(bytes);
-        cap[slot] = bytes;
+Bf16Work *bf16_work_create(void) { return xcalloc(1, sizeof(Bf16Work)); }
+
+void bf16_work_free(Bf16Work *w) {
+    if (!w) return;
+    for (int i = 0; i < BF16_WORKSPACE_SLOTS; i++) free(w->buf[i]);
+    free(w);
+}
+
+void *bf16_workspace(Bf16Work *w, int slot, size_t bytes) {
+    if (!w) die("a bf16 matmul without its Bf16Work (kernels.h: bf16_work_create)");
+    if (bytes > w->cap[slot]) {
+        free(w->buf[slot]);
+        w->buf[slot] = xmalloc_aligned(bytes);
+        w->cap[slot] = bytes;
     }
-    return buf[slot];
+    return w->buf[slot];
 }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"   // Bf16Work
+
 #define BF16_TILE 512   // bf16 elements per tile
 
 static inline int bf16_mtiles(int M) { return (M + 15) / 16; }
@@ -55,11 +57,15 @@ void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int 
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate);
 
-// A grow-only scratch buffer per slot (no per-step allocation once warm); 64-byte aligned.
-// Slots: 0-1 matmul operands, 2-13 the LM head (2-4 on the emulated path). Called
-// outside parallel regions only.
-void *bf16_workspace(int slot, size_t bytes);
+// Slot `slot` of w (kernels.h's Bf16Work), at least `bytes`, 64-byte aligned. Slots: 0-1
+// matmul operands, 2-13 the LM head (2-4 on the emulated path). Called outside parallel
+// regions only; dies naming the caller's mistake when w is NULL (a bf16 matmul without one).
 #define BF16_WORKSPACE_SLOTS 14
+struct Bf16Work {
+    void *buf[BF16_WORKSPACE_SLOTS];
+    size_t cap[BF16_WORKSPACE_SLOTS];
+};
+void *bf16_workspace(Bf16Work *w, int slot, size_t bytes);
 
 // LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 256
 // and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding.

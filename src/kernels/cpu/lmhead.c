@@ -99,7 +99,7 @@ float *bf16_lmhead_dl_out = NULL;
 
 static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int N,
                                 int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
-                                float *logits_out, float *tok_ce) {
+                                float *logits_out, float *tok_ce, Bf16Work *ws) {
     // Token chunks of 256 and vocab blocks of 1024 measured fastest here (tests/test_bf16.c
     // sets others); chunks start on a k-tile of the packed x.
     (void)scratch;
@@ -109,11 +109,11 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
     if (VB > (V + 31) / 32 * 32) VB = (V + 31) / 32 * 32;
     const int nvb = (V + VB - 1) / VB, nth = omp_get_max_threads();
     const int kbC = bf16_ktiles(C), kbV = bf16_ktiles(V), kbN = bf16_ktiles(N), kbB = VB / 32, kbK = chunk / 32;
-    uint16_t *w_fwd = bf16_workspace(2, 2 * bf16_packed_b_size(V, kbC));  // B (C, V): logits = x W^T
-    uint16_t *x_a = bf16_workspace(3, 2 * bf16_packed_a_size(N, kbC));    // A (N, C)
-    float *blk_max = bf16_workspace(4, sizeof(float) * nvb * N), *target_logit = bf16_workspace(5, sizeof(float) * N);
-    double *blk_sum = bf16_workspace(6, sizeof(double) * nvb * N), *row_lse = bf16_workspace(7, sizeof(double) * N);
-    float *L_all = bf16_workspace(12, sizeof(float) * nth * chunk * VB);  // per thread: (chunk, VB) logits
+    uint16_t *w_fwd = bf16_workspace(ws, 2, 2 * bf16_packed_b_size(V, kbC));  // B (C, V): logits = x W^T
+    uint16_t *x_a = bf16_workspace(ws, 3, 2 * bf16_packed_a_size(N, kbC));    // A (N, C)
+    float *blk_max = bf16_workspace(ws, 4, sizeof(float) * nvb * N), *target_logit = bf16_workspace(ws, 5, sizeof(float) * N);
+    double *blk_sum = bf16_workspace(ws, 6, sizeof(double) * nvb * N), *row_lse = bf16_workspace(ws, 7, sizeof(double) * N);
+    float *L_all = bf16_workspace(ws, 12, sizeof(float) * nth * chunk * VB);  // per thread: (chunk, VB) logits
     bf16_pack_b(w_fwd, kbC, 0, W, C, 1, C, V);
     bf16_pack_a(x_a, kbC, 0, x, C, 0, N, C);
     // logits block (nc, vn) of tokens n0.. and vocab v0.. (a serial gemm: inside a region)
@@ -169,11 +169,11 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
 
     const int G = nvb < DX_GROUPS ? nvb : DX_GROUPS;
     const size_t dla_n = bf16_packed_a_size(chunk, kbB), dlt_n = bf16_packed_a_size(VB, kbK);
-    uint16_t *w_bwd = bf16_workspace(8, 2 * bf16_packed_b_size(C, kbV));   // B (V, C): dx = dl W
-    uint16_t *x_b = bf16_workspace(9, 2 * bf16_packed_b_size(C, kbN));     // B (N, C): dW = dl^T x
-    uint16_t *dla_all = bf16_workspace(10, 2 * dla_n * nth);              // per thread: A (nc, VB)
-    uint16_t *dlt_all = bf16_workspace(11, 2 * dlt_n * nth);              // per thread: A (VB, nc) = dl^T
-    float *dx_part = bf16_workspace(13, sizeof(float) * G * N * C);       // per group: (N, C)
+    uint16_t *w_bwd = bf16_workspace(ws, 8, 2 * bf16_packed_b_size(C, kbV));   // B (V, C): dx = dl W
+    uint16_t *x_b = bf16_workspace(ws, 9, 2 * bf16_packed_b_size(C, kbN));     // B (N, C): dW = dl^T x
+    uint16_t *dla_all = bf16_workspace(ws, 10, 2 * dla_n * nth);              // per thread: A (nc, VB)
+    uint16_t *dlt_all = bf16_workspace(ws, 11, 2 * dlt_n * nth);              // per thread: A (VB, nc) = dl^T
+    float *dx_part = bf16_workspace(ws, 13, sizeof(float) * G * N * C);       // per group: (N, C)
     bf16_pack_b(w_bwd, kbV, 0, W, C, 0, V, C);
     bf16_pack_b(x_b, kbN, 0, x, C, 0, N, C);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -226,32 +226,32 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,
-                                      float *logits_out, float *tok_ce, Precision p) {
+                                      float *logits_out, float *tok_ce, Precision p, Bf16Work *ws) {
     const int bf16 = p == PRECISION_BF16;
     if (bf16 && bf16_packed())
-        return lmhead_bf16_packed(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce);
+        return lmhead_bf16_packed(dx, dW, x, W, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce, ws);
     // fp32, and bf16 emulated: x and W are rounded once here (not once per chunk and
     // matmul), each chunk's dlogits before its backward matmuls, and the matmuls run in
     // fp32 on the rounded values -- the products matmul_* would form under PRECISION_BF16.
     const float *xm = x, *Wm = W;
     if (bf16) {
-        xm = bf16_rounded_copy(2, x, (size_t)N * C);
-        Wm = bf16_rounded_copy(3, W, (size_t)V * C);
+        xm = bf16_rounded_copy(ws, 2, x, (size_t)N * C);
+        Wm = bf16_rounded_copy(ws, 3, W, (size_t)V * C);
     }
     LossSums sums = {0.0, 0.0, 0};
     double row_ce[chunk], row_z[chunk];
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int nc = N - n0 < chunk ? N - n0 : chunk;
         float *logits = scratch;                        // (nc, V)
-        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V, PRECISION_FP32);
+        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V, PRECISION_FP32, NULL);
         if (logits_out) memcpy(logits_out + (size_t)n0 * V, logits, sizeof(float) * (size_t)nc * V);
         loss_rows(logits, nc, V, targets + n0, dx != NULL, z_coef, inv_count, row_ce, row_z,
                   tok_ce ? tok_ce + n0 : NULL);
         add_rows(&sums, targets + n0, nc, row_ce, row_z);
         if (dx) {
             // dx chunk (nc, C) = dlogits @ W; dW (V, C) (+)= dlogits^T @ x chunk, chunks in order
-            const float *dl = bf16 ? bf16_rounded_copy(4, logits, (size_t)nc * V) : logits;
-            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0, PRECISION_FP32);
+            const float *dl = bf16 ? bf16_rounded_copy(ws, 4, logits, (size_t)nc * V) : logits;
+            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0, PRECISION_FP32, NULL);
         }
     }
     return sums;

@@ -57,8 +57,8 @@ static void sgemm_det(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int 
 }
 
 // n floats of src rounded to bf16 values (kept as fp32) into workspace `slot`
-const float *bf16_rounded_copy(int slot, const float *src, size_t n) {
-    float *dst = bf16_workspace(slot, sizeof(float) * n);
+const float *bf16_rounded_copy(Bf16Work *ws, int slot, const float *src, size_t n) {
+    float *dst = bf16_workspace(ws, slot, sizeof(float) * n);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(bf16_round(src[i]));
     return dst;
@@ -67,11 +67,11 @@ const float *bf16_rounded_copy(int slot, const float *src, size_t n) {
 // bf16 C (M, N) (+)= A (M, K) @ B (K, N); a_trans/b_trans as in bf16_pack_a/_b, lda/ldb the
 // source row strides; emulated: the same products from rounded copies through sgemm_det.
 void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-               int accumulate, float *C, int ldc) {
+               int accumulate, float *C, int ldc, Bf16Work *ws) {
     if (bf16_packed()) {
         int kbt = bf16_ktiles(K);
-        uint16_t *pa = bf16_workspace(0, sizeof(uint16_t) * bf16_packed_a_size(M, kbt));
-        uint16_t *pb = bf16_workspace(1, sizeof(uint16_t) * bf16_packed_b_size(N, kbt));
+        uint16_t *pa = bf16_workspace(ws, 0, sizeof(uint16_t) * bf16_packed_a_size(M, kbt));
+        uint16_t *pb = bf16_workspace(ws, 1, sizeof(uint16_t) * bf16_packed_b_size(N, kbt));
         bf16_pack_a(pa, kbt, 0, A, lda, a_trans, M, K);
         bf16_pack_b(pb, kbt, 0, B, ldb, b_trans, K, N);
         bf16_gemm(C, ldc, 0, pa, kbt, pb, kbt, M, N, K, accumulate);
@@ -80,7 +80,7 @@ void gemm_bf16(int a_trans, int b_trans, int M, int N, int K, const float *A, in
     // the stored extent of a strided operand: (rows - 1) full strides plus one row
     const size_t na = (size_t)((a_trans ? K : M) - 1) * lda + (a_trans ? M : K);
     const size_t nb = (size_t)((b_trans ? N : K) - 1) * ldb + (b_trans ? K : N);
-    const float *ra = bf16_rounded_copy(0, A, na), *rb = bf16_rounded_copy(1, B, nb);
+    const float *ra = bf16_rounded_copy(ws, 0, A, na), *rb = bf16_rounded_copy(ws, 1, B, nb);
     sgemm_det(a_trans ? CblasTrans : CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, M, N, K, ra, lda, rb, ldb,
               accumulate ? 1.0f : 0.0f, C, ldc);
 }
@@ -99,9 +99,9 @@ static void sgemv_det(float *out, const float *x, const float *W, int C, int OC)
 }
 
 // out (N, OC) = inp (N, C) @ W^T, W (OC, C)
-void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p) {
+void matmul_forward(float *out, const float *inp, const float *W, int N, int C, int OC, Precision p, Bf16Work *ws) {
     if (p == PRECISION_BF16) {
-        gemm_bf16(0, 1, N, OC, C, inp, C, W, C, 0, out, OC);
+        gemm_bf16(0, 1, N, OC, C, inp, C, W, C, 0, out, OC, ws);
         return;
     }
     if (N == 1) {   // a decode step (or a one-token micro-batch)
@@ -112,10 +112,10 @@ void matmul_forward(float *out, const float *inp, const float *W, int N, int C, 
 }
 
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
-                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p) {
+                     int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p, Bf16Work *ws) {
     if (p == PRECISION_BF16) {
-        if (dinp) gemm_bf16(0, 0, N, C, OC, dout, OC, W, C, accumulate_dinp, dinp, C);
-        if (dW) gemm_bf16(1, 0, OC, C, N, dout, OC, inp, C, accumulate_dW, dW, C);
+        if (dinp) gemm_bf16(0, 0, N, C, OC, dout, OC, W, C, accumulate_dinp, dinp, C, ws);
+        if (dW) gemm_bf16(1, 0, OC, C, N, dout, OC, inp, C, accumulate_dW, dW, C, ws);
         return;
     }
     // dinp (N, C) = dout (N, OC) @ W (OC, C)

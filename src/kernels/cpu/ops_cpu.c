@@ -1,8 +1,9 @@
 // ops_cpu.c: the CPU backend's Ops table (kernels/ops.h) over the kernels of kernels.h:
 // buffers are host memory, every op is the CPU kernel itself, fp32 buffers only. The
-// backend's matmul precision (fp32, or bf16-rounded operands) is set around each matmul and
-// LM-head call (the kernels read a process-wide switch), so CPU backends of different
-// precision live in one process and nobody else needs to touch the switch.
+// matmuls and the LM head run at the backend's precision (be->prec: fp32, or bf16 operands
+// with fp32 accumulation), passed to the kernels with the backend's own bf16 scratch (its
+// Bf16Work, made on the first bf16 call), so CPU backends of different precision live in
+// one process without sharing anything.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,17 @@
 typedef struct {
     float *lm_scratch;   // the LM head's (chunk, V) logits, kept between calls
     size_t lm_floats;
+    Bf16Work *bf16;      // the bf16 matmuls' operand scratch (NULL until the first)
 } CpuOps;
 
 static CpuOps *impl(OpsBackend *be) { return be->impl; }
+
+// The scratch of be's bf16 matmuls (NULL in fp32, where none is used).
+static Bf16Work *bf16_work(OpsBackend *be) {
+    CpuOps *c = impl(be);
+    if (be->prec == PRECISION_BF16 && !c->bf16) c->bf16 = bf16_work_create();
+    return c->bf16;
+}
 
 static void need_f32(const char *op, DType t) {
     if (t != DT_F32) die("cpu backend: %s: %s buffers are not supported (the CPU keeps fp32 activations)", op, dtype_name(t));
@@ -37,6 +46,7 @@ static void cpu_zero(OpsBackend *be, void *p, size_t bytes) {
 static void cpu_sync(OpsBackend *be) { (void)be; }
 static void cpu_destroy(OpsBackend *be) {
     free(impl(be)->lm_scratch);
+    bf16_work_free(impl(be)->bf16);
     free(be->impl);
     free(be);
 }
@@ -82,7 +92,7 @@ static void cpu_embedding_backward(OpsBackend *be, float *dE, const float *dout,
 static void cpu_matmul_forward(OpsBackend *be, void *out, const void *inp, const void *W, DType t, int N, int C,
                                int OC) {
     need_f32("matmul_forward", t);
-    matmul_forward(out, inp, W, N, C, OC, be->prec);
+    matmul_forward(out, inp, W, N, C, OC, be->prec, bf16_work(be));
 }
 
 static void cpu_matmul_backward(OpsBackend *be, void *dinp, DType dinp_t, float *dW, const void *dout,
@@ -90,7 +100,7 @@ static void cpu_matmul_backward(OpsBackend *be, void *dinp, DType dinp_t, float 
                                 int acc_dW) {
     need_f32("matmul_backward", t);
     need_f32("matmul_backward (dinp)", dinp_t);
-    matmul_backward(dinp, dW, dout, inp, W, N, C, OC, acc_dinp, acc_dW, be->prec);
+    matmul_backward(dinp, dW, dout, inp, W, N, C, OC, acc_dinp, acc_dW, be->prec, bf16_work(be));
 }
 
 // The residual add after the norm, in place: out = norm(x), then out += resid. IEEE
@@ -192,7 +202,7 @@ static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW,
     float *scratch = c->lm_scratch;
     float *dWt = dW && acc_dW ? xmalloc_aligned(sizeof(float) * (size_t)V * C) : dW;
     LossSums s = lmhead_loss_forward_backward(dx, dWt, x, W, targets, N, C, V, z_coef, inv_count, scratch,
-                                              CPU_LM_CHUNK, logits_host, tok_ce_host, be->prec);
+                                              CPU_LM_CHUNK, logits_host, tok_ce_host, be->prec, bf16_work(be));
     if (dWt != dW) {
         add_inplace(dW, dWt, (size_t)V * C);
         free(dWt);
