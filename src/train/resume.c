@@ -2,14 +2,12 @@
 // (this recipe against the checkpoint's, before anything is written), the checkpoint's
 // weights, Adam shard, counters, skip-step history and loader position, and metrics.jsonl
 // cut back to the checkpoint's step. train.load_path, the OLMo 3 stage transition: another
-// run's weights (its checkpoint or weights file: load_source), optionally its Adam moments
-// and trainer state.
+// run's weights (its checkpoint or weights file, resolved by ckpt_source_resolve,
+// io/ckpt_dir.h), optionally its Adam moments and trainer state.
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "io/ckpt_dir.h"
 #include "io/ckpt_verify.h"
@@ -209,44 +207,24 @@ void run_resume(Run *u) {
     ckpt_state_free(&st);
 }
 
-static int is_checkpoint_dir(const char *p) {
-    char f[4700];
-    snprintf(f, sizeof f, "%s/train_state.json", p);
-    return access(f, R_OK) == 0;
-}
-
-// Resolve train.load_path: a checkpoint dir as is; a run dir to its newest checkpoint,
-// else to its model.safetensors; a directory with only model.safetensors (an import) or a
-// .safetensors file as weights.
-static int load_source(const Recipe *r, char *out, size_t outlen, char *err, size_t errlen) {
-    const char *p = r->load_path;
-    struct stat sb;
-    if (stat(p, &sb) != 0) {
-        snprintf(err, errlen, "train.load_path: %s does not exist", p);
-        return -1;
+// Resolve train.load_path (ckpt_source_resolve, CKPT_FOR_TRAINING): a checkpoint directory
+// as is; a run directory to its newest checkpoint, else to its model.safetensors; a
+// directory with only model.safetensors (an import) or a .safetensors file as weights. An
+// HF directory the trainer cannot read as weights is refused by name. Bad input: every
+// rank exits 2.
+static void load_source(Run *u, CkptSource *src) {
+    const char *p = u->r->load_path;
+    int rc = ckpt_source_resolve(p, CKPT_FOR_TRAINING, src, u->msg, sizeof u->msg);
+    if (rc == CKPT_SRC_MISSING) snprintf(u->msg, sizeof u->msg, "train.load_path: %s does not exist", p);
+    if (rc == CKPT_SRC_EMPTY)
+        snprintf(u->msg, sizeof u->msg, "train.load_path: %s holds no checkpoint (checkpoints/step-*) and no "
+                 "model.safetensors", p);
+    if (rc == 0 && src->kind == CKPT_SRC_HF) {
+        snprintf(u->msg, sizeof u->msg, "train.load_path: %s is a Hugging Face directory without a model.safetensors "
+                 "(its weights in shards): convert it with `olmo import-hf %s OUT`, then give train.load_path=OUT", p, p);
+        rc = -1;
     }
-    if (S_ISREG(sb.st_mode)) {
-        snprintf(out, outlen, "%s", p);
-        return 0;
-    }
-    if (is_checkpoint_dir(p)) {
-        snprintf(out, outlen, "%s", p);
-        return 0;
-    }
-    char ck[4600];
-    int rc = ckpt_resolve(p, "auto", ck, sizeof ck, err, errlen);
-    if (rc < 0) return -1;
-    if (rc == 1) {
-        snprintf(out, outlen, "%s", ck);
-        return 0;
-    }
-    snprintf(ck, sizeof ck, "%s/model.safetensors", p);
-    if (access(ck, R_OK) == 0) {
-        snprintf(out, outlen, "%s", ck);
-        return 0;
-    }
-    snprintf(err, errlen, "train.load_path: %s holds no checkpoint (checkpoints/step-*) and no model.safetensors", p);
-    return -1;
+    if (rc != 0) fail_all(u->rank, 2, u->msg);
 }
 
 // train.load_path, the OLMo 3 stage transition: a fresh run starting from another run's
@@ -257,10 +235,11 @@ void run_load_path(Run *u) {
     TrainCore *tc = &u->tc;
     char *msg = u->msg;
     const int rank = u->rank;
-    char src[4600];
-    if (load_source(r, src, sizeof src, msg, sizeof u->msg) != 0) fail_all(rank, 2, msg);
+    CkptSource source;
+    load_source(u, &source);
+    const char *src = source.path;
     int need_ckpt = r->load_optim || r->load_trainer_state;
-    if (!is_checkpoint_dir(src)) {
+    if (source.kind != CKPT_SRC_CHECKPOINT) {
         if (need_ckpt) {
             snprintf(msg, sizeof u->msg, "train.load_path %s: load_optim/load_trainer_state need a checkpoint "
                      "(a step-* directory with train_state.json and optim.safetensors), found only weights", src);
