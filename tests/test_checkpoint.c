@@ -9,6 +9,9 @@
 // against its check value and the bytewise reference, the fused check-and-copy against
 // plain copies, checksums.txt refusing a changed byte, a flipped moment refusing a load of
 // a shard that does not contain it, and a checkpoint without checksums loading the same.
+// What a CKPT names (ckpt_source_resolve, io/ckpt_dir.h): both probe orders, for weights
+// (eval, generate, export) and for training (train.load_path), on a fake run, checkpoint,
+// import and HF directories.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include "dist/dist.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
+#include "io/ckpt_dir.h"
 #include "io/ckpt_verify.h"
 #include "train/devstate.h"
 #include "train/optim.h"
@@ -115,10 +119,85 @@ static void check_crc_and_spans(void) {
     free(ref);
 }
 
+static void touch(const char *dir, const char *name, const char *text) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL, "create %s", p);
+    if (f) fputs(text, f), fclose(f);
+}
+
+// resolve CKPT for use: want the status, and on success the kind and path (under root).
+static void want_source(const char *root, const char *ckpt, CkptUse use, int rc, CkptSourceKind kind, const char *path) {
+    char c[700], err[1024] = "";
+    snprintf(c, sizeof c, "%s/%s", root, ckpt);
+    CkptSource s;
+    int got = ckpt_source_resolve(c, use, &s, err, sizeof err);
+    CHECK(got == rc, "%s (use %d): status %d, want %d (%s)", ckpt, (int)use, got, rc, err);
+    if (got != 0 || rc != 0) return;
+    char w[700];
+    snprintf(w, sizeof w, "%s/%s", root, path);
+    CHECK(s.kind == kind && !strcmp(s.path, w), "%s (use %d): kind %d %s, want kind %d %s", ckpt, (int)use, (int)s.kind,
+          s.path, (int)kind, w);
+}
+
+static void check_source_resolve(void) {
+    char root[600], cmd[8192];
+    snprintf(root, sizeof root, "%s/olmo_src_%d", test_tmpdir(), (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/run/checkpoints/step-00000003 %s/run/checkpoints/step-00000007 "
+             "%s/imp %s/hf %s/hfshard %s/empty %s/bad/checkpoints/step-00000002", root, root, root, root, root, root, root, root);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    char d[700];
+    for (int st = 3; st <= 7; st += 4) {
+        snprintf(d, sizeof d, "%s/run/checkpoints/step-%08d", root, st);
+        touch(d, "train_state.json", "{}");
+        touch(d, "model.safetensors", "x");
+    }
+    snprintf(d, sizeof d, "%s/run", root);
+    touch(d, "model.safetensors", "x");
+    snprintf(d, sizeof d, "%s/imp", root);
+    touch(d, "model.safetensors", "x");
+    snprintf(d, sizeof d, "%s/hf", root);
+    touch(d, "config.json", "{\"model_type\": \"olmo3\"}");
+    touch(d, "model.safetensors", "x");
+    snprintf(d, sizeof d, "%s/hfshard", root);
+    touch(d, "config.json", "{\"model_type\": \"olmo3\"}");
+    touch(d, "model.safetensors.index.json", "{}");
+    snprintf(d, sizeof d, "%s/bad/checkpoints", root);
+    touch(d, "latest", "step-00000009\n");
+    // Per CKPT, what it names for weights and for training: status, kind, path (status 0).
+    enum { WT = CKPT_SRC_WEIGHTS, CK = CKPT_SRC_CHECKPOINT, HF = CKPT_SRC_HF };
+    static const struct {
+        const char *ckpt;
+        int rc[2], kind[2];
+        const char *path[2];
+    } cases[] = {
+        // a finished run: its final model for weights, its newest checkpoint for training
+        {"run", {0, 0}, {WT, CK}, {"run/model.safetensors", "run/checkpoints/step-00000007"}},
+        {"run/checkpoints/step-00000003", {0, 0}, {CK, CK}, {"run/checkpoints/step-00000003", "run/checkpoints/step-00000003"}},
+        {"run/model.safetensors", {0, 0}, {WT, WT}, {"run/model.safetensors", "run/model.safetensors"}},
+        {"imp", {0, 0}, {WT, WT}, {"imp/model.safetensors", "imp/model.safetensors"}},
+        // an HF export: HF for weights, its OLMo-layout model.safetensors for training
+        {"hf", {0, 0}, {HF, WT}, {"hf", "hf/model.safetensors"}},
+        {"hfshard", {0, 0}, {HF, HF}, {"hfshard", "hfshard"}},
+        {"empty", {CKPT_SRC_EMPTY, CKPT_SRC_EMPTY}, {0, 0}, {NULL, NULL}},
+        {"nowhere", {CKPT_SRC_MISSING, CKPT_SRC_MISSING}, {0, 0}, {NULL, NULL}},
+        // a `latest` naming a missing checkpoint: ckpt_resolve's message, either way
+        {"bad", {-1, -1}, {0, 0}, {NULL, NULL}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int u = 0; u < 2; u++)
+            want_source(root, cases[i].ckpt, u ? CKPT_FOR_TRAINING : CKPT_FOR_WEIGHTS, cases[i].rc[u],
+                        (CkptSourceKind)cases[i].kind[u], cases[i].path[u]);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     blas_core_init(argv);
     check_crc_and_spans();
+    check_source_resolve();
     // shard bounds
     size_t b[9];
     size_t ns[] = {1, 65536, 65537, 279488, 1000000};

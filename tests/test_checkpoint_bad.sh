@@ -35,7 +35,7 @@ CK=checkpoints/step-00000004
 nosums() { rm $TMP/$1/$CK/checksums.txt; }
 
 fresh model
-# (the resume guard names it first, from the checkpoint's recipe: src/train/trainer.c)
+# (the resume guard names it first, from the checkpoint's recipe: src/train/resume.c)
 expect_bad model "model.d_model: 64 -> 32   (changes the model: refused)" model.d_model=32 model.n_heads=2 model.n_kv_heads=1
 
 fresh trunc

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_stage.sh: the OLMo 3 stage transition (train.load_path, load_optim,
 # load_trainer_state): stage 2 starts from stage 1's weights and Adam moments while its
-# step counter, schedule and loader restart; weights-only loading; bad load paths.
+# step counter, schedule and loader restart; weights-only loading (also an export-hf
+# directory); bad load paths (also a sharded HF directory: import-hf it first).
 source "$(dirname "$0")/resume_lib.sh"
 PYC() { $PY - "$@"; }
 train "$TMP/s1" train.max_steps=4
@@ -44,6 +45,25 @@ if train "$TMP/s7" train.load_path="$TMP/s1" model.n_layers=2; then fail "loaded
 [ ! -e "$TMP/s7" ] || fail "a failed start wrote $TMP/s7"
 if train "$TMP/s8" train.load_path="$TMP/nowhere"; then fail "missing load_path accepted"; fi
 grep -q "does not exist" "$TMP/s8.log" || fail "unclear missing load_path error"
+# An export-hf directory holds model.safetensors in the OLMo layout: it loads as weights.
+# The same directory with its weights in shards is an HF directory the trainer does not
+# read: refused by name (import-hf converts it), nothing written (ckpt_source_resolve).
+"$OLMO" export-hf "$TMP/s1" "$TMP/hf" >/dev/null 2>&1 || fail "export-hf s1"
+train "$TMP/s11" train.load_path="$TMP/hf" train.max_steps=1 || fail "load_path of an export-hf dir: $(tail -3 $TMP/s11.log)"
+grep -q "load_path: weights from $TMP/hf/model.safetensors" "$TMP/s11.log" || fail "export-hf dir not read as weights"
+mv "$TMP/hf/model.safetensors" "$TMP/hf/model-00001-of-00001.safetensors"
+PYC "$TMP/hf" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+f = open(d + '/model-00001-of-00001.safetensors', 'rb')
+names = [k for k in json.loads(f.read(struct.unpack('<Q', f.read(8))[0])) if k != '__metadata__']
+json.dump({'metadata': {}, 'weight_map': {n: 'model-00001-of-00001.safetensors' for n in names}},
+          open(d + '/model.safetensors.index.json', 'w'))
+PY
+if train "$TMP/s12" train.load_path="$TMP/hf"; then fail "load_path of a sharded HF dir accepted"; fi
+grep -q "is a Hugging Face directory without a model.safetensors (its weights in shards): convert it with \`olmo import-hf $TMP/hf OUT\`" \
+  "$TMP/s12.log" || fail "unclear HF load_path error: $(cat $TMP/s12.log)"
+[ ! -e "$TMP/s12" ] || fail "a failed start wrote $TMP/s12"
 # Stage 3 (long context): from stage 1's checkpoint with YaRN on the full layers, a longer
 # sequence and the document mask. The rope scaling is recorded in train_state.json; a
 # resume with another rope scaling is refused (that is a stage transition), the same one

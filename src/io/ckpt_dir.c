@@ -1,5 +1,5 @@
 // ckpt_dir.c: the checkpoint directories of a run on disk: names, listing, which one to
-// resume from (ckpt_dir.h).
+// resume from, and what a CKPT argument names (ckpt_dir.h).
 #include "io/ckpt_dir.h"
 
 #include <dirent.h>
@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "util/common.h"
 
@@ -88,4 +91,78 @@ int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outl
     snprintf(out, outlen, "%s/step-%08ld", ckdir, steps[0]);
     free(steps);
     return 1;
+}
+
+// ---- what a CKPT argument names -------------------------------------------------------------
+// The ways a directory can hold a model, tried in the order of the caller's use (ckpt_dir.h).
+typedef enum { PROBE_HF, PROBE_CHECKPOINT, PROBE_MODEL_FILE, PROBE_NEWEST, PROBE_END } Probe;
+static const Probe probe_order[2][PROBE_END + 1] = {
+    [CKPT_FOR_WEIGHTS] = {PROBE_HF, PROBE_CHECKPOINT, PROBE_MODEL_FILE, PROBE_NEWEST, PROBE_END},
+    [CKPT_FOR_TRAINING] = {PROBE_CHECKPOINT, PROBE_NEWEST, PROBE_MODEL_FILE, PROBE_HF, PROBE_END},
+};
+
+// DIR/config.json is a JSON object with a model_type (what transformers' AutoConfig needs).
+static int is_hf_dir(const char *dir) {
+    char p[4700];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    char *txt = read_file_all(p, NULL);
+    cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    int hf = cJSON_IsObject(o) && cJSON_GetObjectItemCaseSensitive(o, "model_type") != NULL;
+    cJSON_Delete(o);
+    return hf;
+}
+
+// One probe of directory dir: 1 with what it found in *kind and path, 0 when dir is not
+// held that way, -1 with a message in err.
+static int probe(Probe pr, const char *dir, CkptSourceKind *kind, char *path, size_t n, char *err, size_t errlen) {
+    struct stat sb;
+    switch (pr) {
+    case PROBE_HF:
+        *kind = CKPT_SRC_HF;
+        snprintf(path, n, "%s", dir);
+        return is_hf_dir(dir);
+    case PROBE_CHECKPOINT:
+        *kind = CKPT_SRC_CHECKPOINT;
+        snprintf(path, n, "%s/train_state.json", dir);
+        if (access(path, R_OK) != 0) return 0;
+        snprintf(path, n, "%s", dir);
+        return 1;
+    case PROBE_MODEL_FILE:
+        *kind = CKPT_SRC_WEIGHTS;
+        snprintf(path, n, "%s/model.safetensors", dir);
+        return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    case PROBE_NEWEST:
+        *kind = CKPT_SRC_CHECKPOINT;
+        return ckpt_resolve(dir, "auto", path, n, err, errlen);
+    case PROBE_END: break;
+    }
+    return 0;
+}
+
+int ckpt_source_resolve(const char *ckpt, CkptUse use, CkptSource *s, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    struct stat sb;
+    if (stat(ckpt, &sb) != 0) return CKPT_SRC_MISSING;
+    char path[4700];
+    int found = 0;
+    if (S_ISREG(sb.st_mode)) {
+        s->kind = CKPT_SRC_WEIGHTS;
+        snprintf(path, sizeof path, "%s", ckpt);
+        found = 1;
+    } else if (S_ISDIR(sb.st_mode)) {
+        for (const Probe *pr = probe_order[use]; *pr != PROBE_END && !found; pr++) {
+            found = probe(*pr, ckpt, &s->kind, path, sizeof path, err, errlen);
+            if (found < 0) return -1;
+        }
+    }
+    if (!found) return CKPT_SRC_EMPTY;
+    if (strlen(path) >= sizeof s->path) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    snprintf(s->path, sizeof s->path, "%s", path);
+    return 0;
 }

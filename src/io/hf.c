@@ -1,4 +1,5 @@
-// hf.c: Hugging Face Olmo3 interchange and checkpoint resolution (hf.h, docs/hf.md); the
+// hf.c: Hugging Face Olmo3 interchange and a CKPT's model file + shape (hf.h, docs/hf.md;
+// which file a CKPT names is ckpt_source_resolve's, io/ckpt_dir.c); the
 // commands export-hf and import-hf are src/cli/cmd_export_hf.c and cmd_import_hf.c.
 //
 //   olmo export-hf CKPT OUT/      config.json (model_type olmo3), model.safetensors (HF
@@ -391,38 +392,24 @@ static int config_from_recipe(const char *recipe, ModelSource *s) {
 
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    char p[4600], d[4600];
-    if (is_dir(ckpt)) {
-        snprintf(p, sizeof p, "%s/config.json", ckpt);
-        if (is_file(p)) {
-            cJSON *o = parse_json_file(p, err, errlen);
-            int hf = o && cJSON_GetObjectItemCaseSensitive(o, "model_type") != NULL;
-            cJSON_Delete(o);
-            if (hf) {
-                snprintf(s->path, sizeof s->path, "%s", ckpt);
-                s->is_hf = 1;
-                return hf_config_read(ckpt, s, err, errlen);
-            }
-        }
-        snprintf(p, sizeof p, "%s/model.safetensors", ckpt);
-        if (!is_file(p)) {
-            snprintf(d, sizeof d, "%s/checkpoints", ckpt);
-            char step[4096];
-            int r = is_dir(d) ? ckpt_resolve(ckpt, "auto", step, sizeof step, err, errlen) : 0;
-            if (r < 0) return -1;
-            if (r == 0) {
-                snprintf(err, errlen, "%s: no model.safetensors, no HF config.json and no checkpoints/step-* in it", ckpt);
-                return -1;
-            }
-            snprintf(p, sizeof p, "%s/model.safetensors", step);
-            if (!is_file(p)) { snprintf(err, errlen, "%s: checkpoint has no model.safetensors", step); return -1; }
-        }
-    } else if (is_file(ckpt)) {
-        if (model_file_check(ckpt, err, errlen)) return -1;
-        snprintf(p, sizeof p, "%s", ckpt);
+    char p[4700], d[4600];
+    CkptSource src;
+    int rc = ckpt_source_resolve(ckpt, CKPT_FOR_WEIGHTS, &src, err, errlen);
+    if (rc == CKPT_SRC_MISSING) snprintf(err, errlen, "%s: no such file or directory", ckpt);
+    if (rc == CKPT_SRC_EMPTY) snprintf(err, errlen, "%s: no model.safetensors, no HF config.json and no checkpoints/step-* in it", ckpt);
+    if (rc != 0) return -1;
+    if (src.kind == CKPT_SRC_HF) {
+        if (strlen(src.path) >= sizeof s->path) { snprintf(err, errlen, "%s: path too long", src.path); return -1; }
+        snprintf(s->path, sizeof s->path, "%s", src.path);
+        s->is_hf = 1;
+        return hf_config_read(src.path, s, err, errlen);
+    }
+    if (src.kind == CKPT_SRC_CHECKPOINT) {
+        snprintf(p, sizeof p, "%s/model.safetensors", src.path);
+        if (!is_file(p)) { snprintf(err, errlen, "%s: checkpoint has no model.safetensors", src.path); return -1; }
     } else {
-        snprintf(err, errlen, "%s: no such file or directory", ckpt);
-        return -1;
+        if (is_file(ckpt) && model_file_check(ckpt, err, errlen)) return -1;   // a file given as CKPT
+        snprintf(p, sizeof p, "%s", src.path);
     }
     if (strlen(p) >= sizeof s->path) { snprintf(err, errlen, "%s: path too long", p); return -1; }
     snprintf(s->path, sizeof s->path, "%s", p);

@@ -1,11 +1,14 @@
 // hf.h: Hugging Face interchange (`olmo export-hf`, `olmo import-hf`) and the one place
-// that turns a user's CKPT argument into a model file + model shape (docs/hf.md).
-//
-// CKPT may be
+// that turns a user's CKPT argument into a model file + model shape (docs/hf.md), for
+// eval, generate, export-hf and export-gguf. Which file or directory CKPT names is decided
+// by ckpt_source_resolve (io/ckpt_dir.h, CKPT_FOR_WEIGHTS), the resolver train.load_path
+// uses too. CKPT may be
+//   - an HF directory (config.json with a model_type; model.safetensors or shards),
+//   - a checkpoint directory (step-NNNNNNNN/, train_state.json) holding model.safetensors,
 //   - a run directory (RUN_DIR/model.safetensors, else the newest RUN_DIR/checkpoints/step-*),
-//   - a checkpoint directory (step-NNNNNNNN/ or an import-hf output) holding model.safetensors,
+//     or any directory holding model.safetensors (an import-hf output),
 //   - a model.safetensors file,
-//   - an HF directory (config.json with a model_type; model.safetensors or shards).
+// tried in that order.
 // The shape of an OLMo-layout file comes from, in order: the "olmo_config" entry of its
 // safetensors __metadata__ (written by import-hf and export-hf), train_state.json next to
 // it, recipe.yml next to it, ../../recipe.yml (a run's checkpoint directory).
