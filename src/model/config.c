@@ -4,12 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
-// Presets. olmo3-7b is OLMo 3 7B exactly (docs/olmo3.md section 1). The small ones keep every
+// Presets. olmo3-7b and olmo3-32b are OLMo 3 7B and 32B exactly (docs/olmo3.md section 1;
+// OLMo-core TransformerConfig.olmo3_7B / olmo3_32B). The small ones keep every
 // feature of the family on (QK-norm, 3:1 sliding/full pattern with a window shorter than
 // their training sequence, GQA) so tests and CPU runs exercise the general case.
 static const ModelPreset PRESETS[] = {
     {"olmo3-7b", "OLMo 3 7B: 32 layers, d 4096, 32 heads (MHA), SwiGLU 11008, window 4096",
      {100278, 0, 4096, 32, 32, 32, 128, 11008, 500000.0, 1e-6, 4096, 4, {0}, 0, 0}},
+    {"olmo3-32b", "OLMo 3 32B: 64 layers, d 5120, 40 heads / 8 kv heads (GQA), SwiGLU 27648, window 4096",
+     {100278, 0, 5120, 64, 40, 8, 128, 27648, 500000.0, 1e-6, 4096, 4, {0}, 0, 0}},
     {"olmo3-60m", "~56M params (51M of them embedding + LM head): d 256, 6 layers, 8 heads / 4 kv heads, window 256",
      {100278, 0, 256, 6, 8, 4, 32, 768, 500000.0, 1e-6, 256, 4, {0}, 0, 0}},
     {"olmo3-20m", "~20M params (19M of them embedding + LM head): d 96, 4 layers, 6 heads / 2 kv heads, window 64",
