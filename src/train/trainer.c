@@ -515,7 +515,7 @@ static void run_create_model(Run *u) {
     tc->model = &u->m;
     train_core_shard(tc, u->W, u->rank, u->micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
     gradacc_init(&tc->acc, u->m.table.total);
-    skipstep_init(&tc->skip, r->skip_step_window, r->skip_step_sigma);
+    skipstep_from_recipe(&tc->skip, r);
     tc->use_skip = r->skip_step;
     tc->max_grad_norm = r->max_grad_norm;
     tc->z_loss = (float)r->z_loss;
@@ -523,14 +523,6 @@ static void run_create_model(Run *u) {
 
     u->yaml = recipe_to_yaml(r);
     ckpt_sha256_hex(u->yaml, strlen(u->yaml), u->yaml_sha);
-}
-
-// The skip-step history as saved; the recipe's window decides how much of it is kept.
-static void restore_skip_history(SkipStep *dst, const SkipStep *src) {
-    int keep = src->n < dst->window + 1 ? src->n : dst->window + 1;
-    dst->n = keep;
-    memcpy(dst->loss, src->loss + (src->n - keep), sizeof(double) * (size_t)keep);
-    memcpy(dst->gnorm, src->gnorm + (src->n - keep), sizeof(double) * (size_t)keep);
 }
 
 // train.resume: the checkpoint's weights, this rank's Adam shard, step, tokens, skip-step
@@ -558,7 +550,7 @@ static void run_resume(Run *u) {
     u->tokens = st.tokens;
     u->skipped_total = st.skipped_total;
     tc->opt.step = st.adam_step;
-    restore_skip_history(&tc->skip, &st.skip);
+    skipstep_restore(&tc->skip, &st.skip);
     loader_set_state(u->loader, &st.loader, u->guard.force_data);
     if (u->rank == 0)
         printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", u->ckpt_dir, st.step,
@@ -607,7 +599,7 @@ static void run_load_path(Run *u) {
         u->start_step = st.step;
         u->tokens = st.tokens;
         u->skipped_total = st.skipped_total;
-        restore_skip_history(&tc->skip, &st.skip);
+        skipstep_restore(&tc->skip, &st.skip);
         loader_set_state(u->loader, &st.loader, 0);
     }
     if (rank == 0)
@@ -880,7 +872,9 @@ static void run_finish(Run *u, Ctx *c, const Loop *lp) {
     double wall = now_seconds() - lp->t_start;
     if (lp->diverged) {
         fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
-                        "skipped; stopped after step %ld with the last good weights checkpointed\n", lp->bad_run, step);
+                        "skipped; stopped after step %ld with %s checkpointed\n", lp->bad_run, step,
+                u->tc.skip.rule == SKIP_RULE_OLMO_CORE ? "the weights (optim.skip_step_compat: olmo_core lets non-finite "
+                "values reach them, as OLMo-core)" : "the last good weights");
     } else if (lp->stopped) {
         printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
     } else {
