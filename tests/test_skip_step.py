@@ -17,6 +17,8 @@
 #    resume mid-window, with clipping off, and with a NaN gradient (OLMO_FAULT_NAN_STEP)
 #    before and after the history fills; olmo_core lets that NaN reach the weights, olmo_c
 #    does not; on 2 ranks (ZeRO-1) the same decisions and bits as on 1.
+# 4. Where train.backend=cuda runs (a device; or the emulator: OLMO_BIN=build-emu/olmo
+#    CUEMU_DEVICES=1, about 3 minutes): the same checks of both rules on the device.
 # Decisions compared exactly, except where the reference's margin sigma*std - (x - mean) is
 # nonzero and within 1e-12 of the values' scale: both sides evaluate mean and std in double
 # over <= 1025 values (relative rounding <= 1025 * 2^-53 = 1.1e-13 each, different summation
@@ -288,8 +290,8 @@ def train(name, *over, env=None, want_rc=0):
     d = os.path.join(TMP, name)
     r = subprocess.run([OLMO, "train", recipe, f"train.run_dir={d}", *over], capture_output=True, text=True,
                        env=dict(ENV, **(env or {})))
-    check(r.returncode == want_rc, f"{name}: exit {r.returncode}, want {want_rc}: {r.stderr[-400:]}")
-    return d
+    check(want_rc is None or r.returncode == want_rc, f"{name}: exit {r.returncode}, want {want_rc}: {r.stderr[-400:]}")
+    return d if want_rc is not None else r.returncode
 
 
 def records(d):
@@ -406,6 +408,27 @@ else:
     print("note: mpirun missing: the 2-rank cases skipped")
 print("ok: a NaN gradient: olmo_core applies it before the history fills, poisons m, v and the weights when "
       "skipping it, then skips; olmo_c skips that step only and stays finite")
+
+# 4. train.backend=cuda where it runs (a device, or OLMO_BIN=build-emu/olmo under CUEMU_DEVICES=1):
+# the same rules on the device's state (the bf16 compute copy refreshed from the NaN master)
+if train("cuda-probe", "train.backend=cuda", "train.max_steps=1", want_rc=None) == 0:
+    d = train("cuda-core", "train.backend=cuda", "optim.skip_step_compat=olmo_core", "train.max_steps=24")
+    got, _ = replay(d, OlmoCore(8, 1.0))
+    check(sum(got) >= 2, f"cuda olmo_core: {sum(got)} skips, too few to test")
+    d = train("cuda-nan-core", "train.backend=cuda", "optim.skip_step_compat=olmo_core", "optim.skip_step_sigma=6",
+              env={"OLMO_FAULT_NAN_STEP": "12"}, want_rc=1)
+    replay(d, OlmoCore(8, 6.0))
+    for f in ("model.safetensors", "optim.safetensors"):
+        bad, total = nonfinite(os.path.join(last_ckpt(d), f))
+        check(bad == total, f"cuda olmo_core NaN at 12: {f} has {bad}/{total} non-finite")
+    d = train("cuda-nan-c", "train.backend=cuda", "optim.skip_step_sigma=6", "train.max_steps=16",
+              env={"OLMO_FAULT_NAN_STEP": "12"})
+    got, _ = replay(d, OlmoC(8, 6.0))
+    check([i + 1 for i, x in enumerate(got) if x] == [12], f"cuda olmo_c NaN at 12: skipped {got}")
+    check(nonfinite(os.path.join(d, "model.safetensors"))[0] == 0, "cuda olmo_c NaN at 12: non-finite weights")
+    print("ok: train.backend=cuda: both rules' decisions as the references, olmo_core's NaN in m, v and weights")
+else:
+    print("note: train.backend=cuda does not run here (no device): the CUDA cases skipped")
 
 print(f"{ties} ties within rounding")
 if failures:
