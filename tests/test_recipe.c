@@ -312,6 +312,8 @@ static void test_errors(void) {
         {"optim.max_grad_norm=-1", "optim.max_grad_norm must be >= 0"},
         {"optim.skip_step_sigma=0", "optim.skip_step_sigma must be > 0"},
         {"optim.skip_step_window=1", "optim.skip_step_window must be > 1"},
+        {"optim.skip_step_window=1025", "optim.skip_step_window must be > 1 and <= 1024, got 1025"},
+        {"optim.skip_step_compat=torch", "optim.skip_step_compat must be olmo_c or olmo_core, got 'torch'"},
         {"schedule.name=exp", "schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got 'exp'"},
         {"schedule.t_max=-1", "schedule.t_max must be >= 0 steps"},
         {"schedule.t_max_tokens=-5", "schedule.t_max_tokens must be >= 0 tokens"},
@@ -328,6 +330,10 @@ static void test_errors(void) {
         char *o[] = {(char *)cases[i].ov};
         expect_fail_ov(cases[i].ov, ok, 1, o, cases[i].want);
         expect_fail_ov(cases[i].ov, ok, 1, o, "ok.yml: ");  // validation errors name the recipe
+    }
+    {   // OLMo-core's rule is SkipStepAdamW's: with skip-step off it has nothing to act on
+        char *o[] = {"optim.skip_step_compat=olmo_core", "optim.skip_step=false"};
+        expect_fail_ov("compat without skip_step", ok, 2, o, "optim.skip_step_compat: olmo_core is OLMo-core's SkipStepAdamW rule and needs optim.skip_step: true");
     }
     char *w[] = {"schedule.name=wsd", "schedule.decay_steps=5", "schedule.warmup_steps=6"};
     expect_fail_ov("wsd too long", ok, 3, w, "exceed the 10 training steps");

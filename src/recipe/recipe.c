@@ -93,9 +93,10 @@ static const Key KEYS[] = {
     {"optim.weight_decay", T_DOUBLE, F(weight_decay), "0.1", "decoupled weight decay (p *= 1 - lr*wd)"},
     {"optim.decay_embedding", T_BOOL, F(decay_embedding), "false", "also decay the embedding (OLMo 3: no)"},
     {"optim.max_grad_norm", T_DOUBLE, F(max_grad_norm), "1.0", "clip the global gradient norm; 0 = off"},
-    {"optim.skip_step", T_BOOL, F(skip_step), "true", "skip updates whose loss or grad norm spikes"},
+    {"optim.skip_step", T_BOOL, F(skip_step), "true", "skip updates whose CE (without z-loss, as OLMo-core) or pre-clip grad norm spikes"},
     {"optim.skip_step_sigma", T_DOUBLE, F(skip_step_sigma), "6", "spike = more than this many std above the recent mean"},
-    {"optim.skip_step_window", T_INT, F(skip_step_window), "128", "steps in the recent mean/std"},
+    {"optim.skip_step_window", T_INT, F(skip_step_window), "128", "values in the recent mean/std (2..1024); the test starts with max(2, window/2 - 1) earlier values (olmo_core: max(2, window/2) counting the current one; one earlier value: NaN std, skipped)"},
+    {"optim.skip_step_compat", T_STR, F(skip_step_compat), "olmo_c", "olmo_c: olmo.c's rule on the CE (non-finite steps really skipped, history kept across resume) | olmo_core: OLMo-core's SkipStepAdamW exactly, for comparison runs (docs/recipes.md, Skip-step)"},
 
     {"schedule.name", T_STR, F(schedule), "cosine", "lr schedule: cosine | linear | constant | wsd | half_cos_with_warmup (OLMo-core's formulas; docs/reproducing-olmo3.md)"},
     {"schedule.warmup_steps", T_LONG, F(warmup_steps), "2000", "linear warmup from 0 to optim.lr (half_cos_with_warmup: to the cosine's midpoint)"},
@@ -732,8 +733,13 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (!(r->max_grad_norm >= 0))
         die_input("%s: optim.max_grad_norm must be >= 0 (0 = off), got %g", o, r->max_grad_norm);
     if (!(r->skip_step_sigma > 0)) die_input("%s: optim.skip_step_sigma must be > 0, got %g", o, r->skip_step_sigma);
-    if (r->skip_step_window <= 1)
-        die_input("%s: optim.skip_step_window must be > 1, got %d", o, r->skip_step_window);
+    if (r->skip_step_window <= 1 || r->skip_step_window > SKIP_STEP_MAX_WINDOW)
+        die_input("%s: optim.skip_step_window must be > 1 and <= %d, got %d", o, SKIP_STEP_MAX_WINDOW, r->skip_step_window);
+    if (strcmp(r->skip_step_compat, "olmo_c") && strcmp(r->skip_step_compat, "olmo_core"))
+        die_input("%s: optim.skip_step_compat must be olmo_c or olmo_core, got '%s'", o, r->skip_step_compat);
+    if (!strcmp(r->skip_step_compat, "olmo_core") && !r->skip_step)
+        die_input("%s: optim.skip_step_compat: olmo_core is OLMo-core's SkipStepAdamW rule and needs optim.skip_step: "
+                  "true", o);
 
     if (!one_of(r->schedule, SCHEDULES))
         die_input("%s: schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got '%s'", o,

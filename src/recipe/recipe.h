@@ -12,6 +12,7 @@
 
 #define RECIPE_MAX_PATHS 64
 #define RECIPE_MAX_STR 1024
+#define SKIP_STEP_MAX_WINDOW 1024   // optim.skip_step_window (train/skipstep.h holds window + 1 values)
 
 typedef struct {
     // model.*: a preset fills every dim; explicit keys then override it.
@@ -52,9 +53,10 @@ typedef struct {
     // optim.*
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
     int decay_embedding;        // bool
-    int skip_step;              // bool: skip updates with loss/grad-norm spikes
+    int skip_step;              // bool: skip updates with CE/grad-norm spikes
     double skip_step_sigma;     // 6
     int skip_step_window;       // 128
+    char skip_step_compat[16];  // olmo_c (olmo.c's rule) | olmo_core (OLMo-core's exactly; train/skipstep.h)
 
     // schedule.*
     char schedule[32];          // key schedule.name: cosine | linear | constant | wsd | half_cos_with_warmup

@@ -23,6 +23,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "train/optim.h"
+#include "train/skipstep.h"
 
 #define OLMO_VERSION_STRING "olmo.c 0.1"
 #define CKPT_FORMAT 1

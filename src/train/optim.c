@@ -89,42 +89,6 @@ double clip_grad_norm(float *grads, size_t n, double max_norm) {
     return norm;
 }
 
-void skipstep_init(SkipStep *s, int window, double sigma) {
-    memset(s, 0, sizeof *s);
-    s->window = window < 1 ? 1 : (window > SKIP_MAX_WINDOW ? SKIP_MAX_WINDOW : window);
-    s->sigma = sigma;
-}
-
-static void mean_std(const double *x, int n, double *mean, double *std) {
-    double m = 0;
-    for (int i = 0; i < n; i++) m += x[i];
-    m /= n;
-    double v = 0;
-    for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
-    *mean = m;
-    *std = n > 1 ? sqrt(v / (n - 1)) : 0.0;   // unbiased, as torch.std_mean
-}
-
-int skipstep_check(SkipStep *s, double loss, double grad_norm) {
-    if (s->n == s->window + 1) {
-        memmove(s->loss, s->loss + 1, sizeof(double) * (size_t)s->window);
-        memmove(s->gnorm, s->gnorm + 1, sizeof(double) * (size_t)s->window);
-        s->n--;
-    }
-    s->loss[s->n] = loss;
-    s->gnorm[s->n] = grad_norm;
-    s->n++;
-    // A non-finite loss or norm is always skipped, even before the history fills: the update
-    // would poison the weights (tests/test_faults.sh).
-    if (!isfinite(loss) || !isfinite(grad_norm)) return 1;
-    int need = s->window / 2 > 2 ? s->window / 2 : 2;
-    if (s->n < need) return 0;
-    double lm, ls, gm, gs;
-    mean_std(s->loss, s->n - 1, &lm, &ls);
-    mean_std(s->gnorm, s->n - 1, &gm, &gs);
-    return (loss - lm) > s->sigma * ls || (grad_norm - gm) > s->sigma * gs;
-}
-
 void gradacc_init(GradAcc *g, size_t n) {
     memset(g, 0, sizeof *g);
     g->n = n;

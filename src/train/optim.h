@@ -1,7 +1,6 @@
 // optim.h: the OLMo 3 optimizer: LR schedules, global-norm clipping, AdamW over the
-// parameter table (decay on every tensor but the embedding by default), the skip-step
-// guard (OLMo-core SkipStepOptimizer semantics) and the deterministic gradient
-// accumulator (a fixed pairwise tree over micro-batches).
+// parameter table (decay on every tensor but the embedding by default) and the
+// deterministic gradient accumulator (a fixed pairwise tree over micro-batches).
 #ifndef OLMO_OPTIM_H
 #define OLMO_OPTIM_H
 
@@ -56,22 +55,6 @@ void adamw_free(AdamW *o);
 double clip_grad_norm(float *grads, size_t n, double max_norm);
 // The factor clip_grad_norm scales by: min(1, max_norm / (norm + 1e-6)), 1 when max_norm <= 0.
 double clip_coef(double norm, double max_norm);
-
-// ---- skip-step -------------------------------------------------------------------------------
-// History of the last window+1 losses and grad norms (the newest included). Once it holds
-// max(2, window/2) values, a step is skipped when loss or grad norm exceeds the mean of the
-// previous ones by more than sigma (unbiased) standard deviations. Skipped steps stay in
-// the history, as in OLMo-core.
-#define SKIP_MAX_WINDOW 1024
-typedef struct {
-    int window;
-    double sigma;
-    int n;                  // values held (<= window+1), oldest first
-    double loss[SKIP_MAX_WINDOW + 1], gnorm[SKIP_MAX_WINDOW + 1];
-} SkipStep;
-void skipstep_init(SkipStep *s, int window, double sigma);
-// Record this step's loss and grad norm; returns 1 if the update must be skipped.
-int skipstep_check(SkipStep *s, double loss, double grad_norm);
 
 // ---- deterministic gradient accumulation ------------------------------------------------------
 // Micro-batch gradients are computed into fresh buffers and combined in a binary-counter

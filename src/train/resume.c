@@ -166,13 +166,6 @@ void resume_guard(const Recipe *r, const char *ckpt_dir, const Loader *loader, i
     free(old);
 }
 
-// The skip-step history as saved; the recipe's window decides how much of it is kept.
-static void restore_skip_history(SkipStep *dst, const SkipStep *src) {
-    int keep = src->n < dst->window + 1 ? src->n : dst->window + 1;
-    dst->n = keep;
-    memcpy(dst->loss, src->loss + (src->n - keep), sizeof(double) * (size_t)keep);
-    memcpy(dst->gnorm, src->gnorm + (src->n - keep), sizeof(double) * (size_t)keep);
-}
 
 // train.resume: the checkpoint's weights, this rank's Adam shard, step, tokens, skip-step
 // history and loader position.
@@ -199,7 +192,7 @@ void run_resume(Run *u) {
     u->tokens = st.tokens;
     u->skipped_total = st.skipped_total;
     tc->opt.step = st.adam_step;
-    restore_skip_history(&tc->skip, &st.skip);
+    skipstep_restore(&tc->skip, &st.skip);
     loader_set_state(u->loader, &st.loader, u->guard.force_data);
     if (u->rank == 0)
         printf("resume: %s (step %ld, %ld tokens, saved by %d rank%s, now %d) in %.2fs\n", u->ckpt_dir, st.step,
@@ -269,7 +262,7 @@ void run_load_path(Run *u) {
         u->start_step = st.step;
         u->tokens = st.tokens;
         u->skipped_total = st.skipped_total;
-        restore_skip_history(&tc->skip, &st.skip);
+        skipstep_restore(&tc->skip, &st.skip);
         loader_set_state(u->loader, &st.loader, 0);
     }
     if (rank == 0)

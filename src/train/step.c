@@ -68,10 +68,10 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
     r.loss = r.ce + r.z_loss;
     r.grad_norm = norm;
     r.lr = schedule_lr(&tc->sched, step);
-    // A non-finite loss or norm never reaches the weights, skip_step on or off. (Sharded:
-    // loss and norm are identical on every rank, so every rank takes the same decision.)
-    r.skipped = (tc->use_skip ? skipstep_check(&tc->skip, r.loss, r.grad_norm) : 0) || !isfinite(r.loss) ||
-                !isfinite(r.grad_norm);
+    // A non-finite loss or norm never reaches the weights, skip_step on or off, except under
+    // optim.skip_step_compat: olmo_core, which does what OLMo-core does (skipstep.h).
+    // (Sharded: loss and norm are identical on every rank: every rank decides the same.)
+    r.skipped = skipstep_decide(&tc->skip, tc->use_skip, r.ce, r.loss, r.grad_norm);
     return r;
 }
 
@@ -127,11 +127,13 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
             z += tc->loss_all[2 * j + 1];
         }
     }
-    double coef = clip_coef(norm, tc->max_grad_norm);
-    if (coef < 1.0) devstate_scale(&d->state, (float)coef);
+    double coef = skipstep_clip_coef(&tc->skip, norm, tc->max_grad_norm);
+    if (!(coef >= 1.0)) devstate_scale(&d->state, (float)coef);
     StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
         devstate_adamw(&d->state, &tc->opt, r.lr);
+        d->ops->params_allgather(d);
+    } else if (skipstep_zero_factor(&tc->skip, &d->state, r.grad_norm)) {
         d->ops->params_allgather(d);
     }
     return r;

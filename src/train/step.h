@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "train/devstate.h"
 #include "train/optim.h"
+#include "train/skipstep.h"
 
 typedef struct {
     Model *model;

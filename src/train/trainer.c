@@ -109,7 +109,7 @@ static void run_create_model(Run *u) {
     tc->model = &u->m;
     train_core_shard(tc, u->W, u->rank, u->micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
     gradacc_init(&tc->acc, u->m.table.total);
-    skipstep_init(&tc->skip, r->skip_step_window, r->skip_step_sigma);
+    skipstep_from_recipe(&tc->skip, r);
     tc->use_skip = r->skip_step;
     tc->max_grad_norm = r->max_grad_norm;
     tc->z_loss = (float)r->z_loss;
@@ -231,7 +231,9 @@ static void run_finish(Run *u, const Loop *lp) {
     double wall = now_seconds() - lp->t_start;
     if (lp->diverged) {
         fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
-                        "skipped; stopped after step %ld with the last good weights checkpointed\n", lp->bad_run, step);
+                        "skipped; stopped after step %ld with %s checkpointed\n", lp->bad_run, step,
+                u->tc.skip.rule == SKIP_RULE_OLMO_CORE ? "the weights (optim.skip_step_compat: olmo_core lets non-finite "
+                "values reach them, as OLMo-core)" : "the last good weights");
     } else if (lp->stopped) {
         printf("stopped after step %ld (signal or train.stop_at): checkpoint written; rerun to continue\n", step);
     } else {
