@@ -246,6 +246,8 @@ static void read_instance(const Loader *L, uint32_t mixed_id, int32_t *in, int32
     }
     for (uint64_t i = 0; i + 1 < T; i++) tg[i] = in[i + 1];
     tg[T - 1] = -100;   // no next token inside the instance
+    if (L->cfg.instance_filter && repetition_filtered(in, (int)T, &L->cfg.filter))
+        for (uint64_t i = 0; i < T; i++) tg[i] = LOADER_TARGET_FILTERED;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -14,10 +14,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/repetition.h"
+
 typedef struct cJSON cJSON;
 typedef struct Loader Loader;
 
 #define LOADER_MAX_SOURCES 64
+// Targets: a token id, -100 (no next token: an instance's last position), or, for every
+// position of an instance the repetition filter drops (LoaderConfig.instance_filter),
+// LOADER_TARGET_FILTERED: masked out of the loss like -100, but counted in the loss's
+// denominator, as OLMo-core counts a filtered instance's seq_len labels
+// (train_module/transformer/train_module.py:368-380 at fa6c5014: "they will count as tokens
+// with a zero loss"). train_count_targets (train/step.h) counts both.
+#define LOADER_TARGET_FILTERED (-101)
 
 typedef struct {
     char name[64];
@@ -43,6 +52,8 @@ typedef struct LoaderConfig {
     int verbose;            // print the source summary (loader_print_summary) to stderr at create
     int no_open_check;      // skip the full ids < vocab scan at open (done when the data is <= 1 GiB);
                             // every instance is still checked when it is read
+    int instance_filter;            // 1: mask instances with a periodic run (OLMo-core InstanceFilterConfig)
+    RepetitionFilter filter;        // its periods and count (data/repetition.h)
     const uint64_t *fake_tokens;    // NULL, or each file's size in tokens (all sources' files in order):
                                     // the files are not opened, so only the order and where its
                                     // instances lie can be asked (olmo data order --sizes), never a batch

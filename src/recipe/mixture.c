@@ -137,6 +137,8 @@ static void add_named_mix(LoaderConfig *c, const Recipe *r, const char *name) {
 void recipe_loader_config(const Recipe *r, LoaderConfig *c, int world_size, int rank) {
     memset(c, 0, sizeof *c);
     c->seq_len = r->seq_len;
+    c->instance_filter = r->instance_filter;
+    c->filter = (RepetitionFilter){r->rep_min_period, r->rep_max_period, r->rep_max_count};
     c->global_batch = r->global_batch;
     c->micro_batch = r->micro_batch;
     c->vocab_size = r->vocab_size;

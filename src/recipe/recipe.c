@@ -115,6 +115,10 @@ static const Key KEYS[] = {
     {"data.mix_tokenizer", T_STR, F(mix_tokenizer), "", "data.mix NAME: the value of {TOKENIZER} in its paths; \"\" = the one its file names (OLMo-core's for dolma2)"},
     {"data.document_mask", T_BOOL, F(document_mask), "false", "attend only within the current document of a packed instance (documents end with data.eos_id, inclusive)"},
     {"data.eos_id", T_LONG, F(eos_id), "100257", "token that ends a document in the training files (dolma2 EOS)"},
+    {"data.instance_filter", T_BOOL, F(instance_filter), "false", "mask out of the loss every instance with a periodic token run (OLMo-core InstanceFilterConfig; the 32B recipes); its positions still count in the denominator, as OLMo-core's"},
+    {"data.repetition_min_period", T_INT, F(rep_min_period), "1", "instance filter: shortest period looked for"},
+    {"data.repetition_max_period", T_INT, F(rep_max_period), "13", "instance filter: longest period looked for (at most seq_len / 3 are)"},
+    {"data.repetition_max_count", T_INT, F(rep_max_count), "32", "instance filter: an instance is masked when a period repeats this many times or more"},
 
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
@@ -733,6 +737,12 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (!(r->max_grad_norm >= 0))
         die_input("%s: optim.max_grad_norm must be >= 0 (0 = off), got %g", o, r->max_grad_norm);
     if (!(r->skip_step_sigma > 0)) die_input("%s: optim.skip_step_sigma must be > 0, got %g", o, r->skip_step_sigma);
+    if (r->rep_min_period < 1 || r->rep_max_period < r->rep_min_period)
+        die_input("%s: data.repetition_min_period must be >= 1 and <= data.repetition_max_period, got %d and %d", o,
+                  r->rep_min_period, r->rep_max_period);
+    if (r->rep_max_count < 3)
+        die_input("%s: data.repetition_max_count must be >= 3 (runs are found from 3 repeats on), got %d", o,
+                  r->rep_max_count);
     if (r->skip_step_window <= 1 || r->skip_step_window > SKIP_STEP_MAX_WINDOW)
         die_input("%s: optim.skip_step_window must be > 1 and <= %d, got %d", o, SKIP_STEP_MAX_WINDOW, r->skip_step_window);
     if (strcmp(r->skip_step_compat, "olmo_c") && strcmp(r->skip_step_compat, "olmo_core"))

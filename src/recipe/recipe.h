@@ -80,6 +80,8 @@ typedef struct {
     char mix_tokenizer[128];            // data.mix NAME: the {TOKENIZER} value; "" = the mix file's own
     int document_mask;          // bool: attention only within a document of a packed instance
     long eos_id;                // token that ends a document (dolma2 EOS 100257)
+    int instance_filter;        // bool: OLMo-core's InstanceFilterConfig (data/repetition.h)
+    int rep_min_period, rep_max_period, rep_max_count;   // its repetition_min/max_period, repetition_max_count
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/loader.h"
 #include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
@@ -77,7 +78,8 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
 
 long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) {
     long count = 0;
-    for (size_t i = 0; i < n; i++) count += targets[i] >= 0;
+    // A filtered instance's positions count, as OLMo-core counts them (LOADER_TARGET_FILTERED).
+    for (size_t i = 0; i < n; i++) count += targets[i] >= 0 || targets[i] == LOADER_TARGET_FILTERED;
     // An exact integer sum over ranks: every rank scales its loss by the same 1/count.
     return tc->bounds ? dist_sum_long(count) : count;
 }

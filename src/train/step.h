@@ -99,8 +99,10 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
 void host_reduce(TrainCore *tc, float *local, DevState *s);
 void host_allgather(TrainCore *tc);
 
-// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, summed over
-// ranks when the core is sharded, so it is the whole global batch's count everywhere.
+// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, plus the
+// positions of instances the repetition filter masked (LOADER_TARGET_FILTERED, counted as
+// OLMo-core counts them), summed over ranks when the core is sharded, so it is the whole
+// global batch's count everywhere.
 long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
 // The step's result from the summed CE and z-loss over `count` tokens and the gradient norm
 // (before clipping): losses, learning rate, and the skip decision (skip-step; a non-finite
