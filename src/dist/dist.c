@@ -16,7 +16,7 @@
 #include <mpi.h>
 #endif
 
-static int g_init, g_mpi, g_rank, g_world = 1;
+static int g_init, g_mpi, g_rank, g_world = 1, g_local_rank;
 
 void dist_init(void) {
     if (g_init) return;
@@ -28,6 +28,12 @@ void dist_init(void) {
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
         MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+        // The rank among the processes of this node (sharing memory), whatever launched
+        // us (mpirun, mpiexec.hydra, srun): MPI's own answer, not a launcher's variable.
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &g_local_rank);
+        MPI_Comm_free(&node);
         g_mpi = 1;
     }
 #endif
@@ -42,6 +48,7 @@ void dist_finalize(void) {
 
 int dist_rank(void) { return g_rank; }
 int dist_world(void) { return g_world; }
+int dist_local_rank(void) { return g_local_rank; }
 int dist_is_mpi(void) { return g_mpi; }
 
 void dist_barrier(void) {

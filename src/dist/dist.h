@@ -22,6 +22,8 @@ void dist_init(void);
 void dist_finalize(void);
 int dist_rank(void);
 int dist_world(void);
+// This rank's index among the ranks on its node (0 without MPI): one GPU per local rank.
+int dist_local_rank(void);
 int dist_is_mpi(void);
 void dist_barrier(void);
 // A barrier whose waiting ranks sleep instead of polling (MPI_Barrier spins on its core):

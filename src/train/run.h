@@ -52,6 +52,7 @@ typedef struct {
     const Recipe *r;
     const char *recipe_path;    // for the banner
     int rank, W;
+    int locked;                 // rank 0 holds run_dir/.lock (io/run_lock.h)
     int T, GB, MB, local_batch, micro_per_rank;
     long total_steps;
     const BackendIface *bimpl;  // train.backend (backend.h)

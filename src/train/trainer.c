@@ -19,6 +19,7 @@
 
 #include "dist/dist.h"
 #include "io/params_io.h"
+#include "io/run_lock.h"
 #include "model/limits.h"
 #include "recipe/mixture.h"
 #include "train/history.h"
@@ -33,14 +34,31 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-// SIGTERM / SIGINT / SIGUSR1 set g_stop; the loop finishes the step, checkpoints and stops.
+// SIGTERM (what SLURM and Kubernetes send before a preemption), SIGHUP (a closed ssh
+// session), SIGINT and SIGUSR1 set g_stop; the loop finishes the step, checkpoints and
+// stops with exit 0 (docs/robustness.md); a rerun continues bitwise.
 static void catch_stop_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+}
+
+// Rank 0 takes run_dir/.lock (io/run_lock.h) when the directory exists; every rank fails
+// together when another run holds it.
+static void run_take_lock(Run *u) {
+    int held = 0;
+    if (u->rank == 0 && access(u->r->run_dir, F_OK) == 0) {
+        held = run_lock_acquire(u->r->run_dir, u->msg, sizeof u->msg) != 0;
+        if (!held) {
+            u->locked = 1;
+            if (u->msg[0]) printf("%s\n", u->msg);
+        }
+    }
+    if (dist_any(held)) fail_all(u->rank, 2, u->msg);
 }
 
 // Rank 0 prints a message; every rank leaves with `code` (all ranks reach this together).
@@ -82,6 +100,7 @@ static void run_open_inputs(Run *u) {
     u->loader = loader_create(&u->lc);
     u->ev = u->rank == 0 && !r->eval_off ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
+    run_take_lock(u);   // before the first write into run_dir
     if (u->rank == 0) ckpt_clean_temp(r->run_dir);
     dist_barrier();
     u->resume = ckpt_resolve(r->run_dir, r->resume, u->ckpt_dir, sizeof u->ckpt_dir, u->msg, sizeof u->msg);
@@ -157,6 +176,10 @@ static void move_previous_run_aside(const Recipe *r) {
 static void run_open_outputs(Run *u, const JobCores *jc) {
     const Recipe *r = u->r;
     if (mkdir_p(r->run_dir) != 0) die("cannot create run_dir %s", r->run_dir);
+    if (!u->locked) {   // a fresh run_dir, created just now
+        if (run_lock_acquire(r->run_dir, u->msg, sizeof u->msg) != 0) die_input("%s", u->msg);
+        u->locked = 1;
+    }
     if (u->resume == 1) metrics_truncate(r->run_dir, u->start_step);
     metrics_open(&u->log, r->run_dir, u->resume == 1 ? "a" : "w");
     // recipe.yml states what the newest segment trains with; recipes/ keeps them all
@@ -286,5 +309,6 @@ int train_run(const Recipe *r, const char *recipe_path) {
     run_loop(u, &lp);
     run_finish(u, &lp);
     run_free(u);
+    run_lock_release();
     return lp.diverged ? 1 : 0;
 }

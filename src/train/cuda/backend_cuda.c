@@ -93,16 +93,16 @@ static void cuda_destroy(Backend *be) {
     free(c);
 }
 
-// World > 1: one GPU per rank (the node-local rank, Open MPI's variable, else the world
-// rank, modulo the devices this process sees); NCCL shards the optimizer over the ranks,
-// the host-MPI fallback keeps Adam on the host.
+// World > 1: one GPU per rank (the node-local rank, dist_local_rank: MPI's count of the
+// ranks sharing this node, under any launcher, modulo the devices this process sees, so
+// CUDA_VISIBLE_DEVICES is respected); NCCL shards the optimizer over the ranks, the
+// host-MPI fallback keeps Adam on the host.
 static void place_ranks(CudaBackend *c, const TrainCore *tc) {
     const ParamTable *t = &tc->model->table;
     c->lo = 0;
     c->hi = t->total;
     if (tc->world <= 1) return;
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    cuda_select_device(lr ? atoi(lr) : tc->rank);
+    cuda_select_device(dist_local_rank());
     const char *nc = getenv("OLMO_CUDA_NCCL");
     c->nccl = cuda_nccl_built() && !(nc && !strcmp(nc, "0"));
     c->hostmpi = !c->nccl;
