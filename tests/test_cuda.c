@@ -17,7 +17,7 @@
 //              the bounds are to be set from those (never loosened without a measurement).
 //   both:      the checkpoint streamed from the device is byte for byte the one the CPU
 //              writes of the same state; two runs from the same init are bitwise identical after 2 steps
-//              (determinism), the second with activation recompute (OLMO_CUDA_RECOMPUTE=1).
+//              (determinism), the second with activation recompute (train.recompute=on).
 // Without a device (or a binary built without CUDA): prints "SKIP: no CUDA device" and
 // exits 0. `test_cuda dump OUTDIR [PRESET] [T]` writes weights, tokens and CPU/GPU logits
 // for scripts/gpu_hf_compare.py; `test_cuda dump OUTDIR PRESET T yarn=F` (CPU only, runs
@@ -75,7 +75,7 @@ static const int GB = 4, MB = 2, STEPS = 5, DET_STEPS = 2;
 static char attn_tag[32] = "";   // which bf16 attention kernels (OLMO_CUDA_ATTN)
 static const double LR = 1e-3;
 
-static void run_init(Run *r, const ModelConfig *cfg, const char *backend, Precision prec) {
+static void run_init(Run *r, const ModelConfig *cfg, const char *backend, Precision prec, Recompute recompute) {
     memset(r, 0, sizeof *r);
     model_create(&r->m, cfg, GB, T);
     param_init(&r->m.table, r->m.params, 1234);
@@ -93,7 +93,7 @@ static void run_init(Run *r, const ModelConfig *cfg, const char *backend, Precis
     const BackendIface *impl;
     Precision p;
     if (backend_resolve(backend, "", &impl, &p, err, sizeof err) != 0) die("backend_resolve: %s", err);
-    r->be = backend_create(impl, prec, &r->tc, GB, T, err, sizeof err);
+    r->be = backend_create(impl, prec, &r->tc, GB, T, recompute, err, sizeof err);
     if (!r->be) die("backend_create: %s", err);
     backend_sync_from_host(r->be, &r->tc);
 }
@@ -227,8 +227,8 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     snprintf(tag, sizeof tag, "%s%s", bf ? "bf16" : "fp32", bf ? attn_tag : "");
     const double tol_logits = bf ? 3e-2 : 2e-5, tol_loss = bf ? 1e-2 : 1e-6, tol_grad = bf ? 1.5e-1 : 2e-5;
     Run cpu, gpu;
-    run_init(&cpu, cfg, "cpu", PRECISION_FP32);
-    run_init(&gpu, cfg, "cuda", prec);
+    run_init(&cpu, cfg, "cpu", PRECISION_FP32, RECOMPUTE_AUTO);
+    run_init(&gpu, cfg, "cuda", prec, RECOMPUTE_AUTO);
     const size_t per = (size_t)GB * T, Vp = (size_t)cfg->padded_vocab, n = cpu.m.table.total;
     int32_t *inputs = xmalloc(sizeof(int32_t) * per * STEPS), *labels = xmalloc(sizeof(int32_t) * per * STEPS);
     make_batches(cfg, inputs, labels, per * STEPS, T);
@@ -327,9 +327,7 @@ static void compare(const ModelConfig *cfg, Precision prec) {
     // five would add is more of the same); it uses activation recompute, which must not
     // change a bit either.
     Run g2;
-    setenv("OLMO_CUDA_RECOMPUTE", "1", 1);
-    run_init(&g2, cfg, "cuda", prec);
-    unsetenv("OLMO_CUDA_RECOMPUTE");
+    run_init(&g2, cfg, "cuda", prec, RECOMPUTE_ON);
     for (int st = 0; st < DET_STEPS; st++)
         train_step_on(backend_step_device(g2.be), inputs + per * st, labels + per * st, GB, MB, T, st + 1, NULL);
     backend_sync_to_host(g2.be, &g2.tc, 1);

@@ -49,7 +49,7 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
     print_gib("activations saved, recompute (one block)", rec.activations);
     print_gib("scratch (LM-head chunk, op scratch, workspace)", full.scratch);
     print_gib("total, no recompute", full.total);
-    print_gib("total, recompute (OLMO_CUDA_RECOMPUTE=1)", rec.total);
+    print_gib("total, recompute (train.recompute=on)", rec.total);
     free(b);
     param_table_free(&t);
 }
@@ -103,7 +103,7 @@ static void usage(FILE *f) {
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
-            "  activation recompute (OLMO_CUDA_RECOMPUTE=1), exactly what the CUDA allocator requests.\n"
+            "  activation recompute (train.recompute=on), exactly what the CUDA allocator requests.\n"
             "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
             "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n"
             "  --lr-at S1,S2,...: a recipe's learning rate at those optimizer steps (step 1 = the first\n"

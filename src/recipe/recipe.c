@@ -77,7 +77,8 @@ static const Key KEYS[] = {
     {"train.load_path", T_STR, F(load_path), "", "fresh run only: start from this run dir, checkpoint dir or model.safetensors (OLMo 3 stage transition)"},
     {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
-    {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (one NVIDIA GPU; docs/cuda.md)"},
+    {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (NVIDIA GPUs: one per rank, NCCL ZeRO-1 under mpirun; docs/cuda.md)"},
+    {"train.recompute", T_STR, F(recompute), "auto", "cuda: per-block activation recompute: auto (on when the memory plan without it does not fit the device) | on | off; cpu: auto or off (the CPU keeps every block's activations)"},
     {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
     {"train.allow_recipe_change", T_STRLIST, LIST(allow, n_allow), "", "resume only: keys (optim.lr) or sections (schedule) whose change from the checkpoint's recipe is meant; other changes that alter the training are refused (docs/checkpoints.md)"},
 
@@ -720,6 +721,11 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (!r->run_dir[0]) die_input("%s: train.run_dir must not be empty", o);
     if (strcmp(r->backend, "cpu") && strcmp(r->backend, "cuda"))
         die_input("%s: train.backend must be cpu or cuda, got '%s'", o, r->backend);
+    if (strcmp(r->recompute, "auto") && strcmp(r->recompute, "on") && strcmp(r->recompute, "off"))
+        die_input("%s: train.recompute must be auto, on or off, got '%s'", o, r->recompute);
+    if (!strcmp(r->recompute, "on") && strcmp(r->backend, "cuda"))
+        die_input("%s: train.recompute=on needs train.backend=cuda (the cpu backend keeps every block's "
+                  "activations; model.* and micro_batch size its memory)", o);
     if (r->precision[0] && strcmp(r->precision, "fp32") && strcmp(r->precision, "bf16"))
         die_input("%s: train.precision must be fp32 or bf16 (or empty for the backend's default), got '%s'", o, r->precision);
     if (strcmp(r->eval_device, "auto") && strcmp(r->eval_device, "cpu"))
@@ -871,11 +877,12 @@ void recipe_print_keys(void) {
 
 // Keys whose value the model never sees on resume: logging, evaluation, checkpointing,
 // paths of this run, the alarm, and switches that only apply to a fresh run (train.seed:
-// the weights come from the checkpoint; load_*). train.backend is here because the
+// the weights come from the checkpoint; load_*; train.recompute: bitwise the same steps). train.backend is here because the
 // numbers it can change, the precision, are compared on their own (effective precision).
 static int harmless_key(const char *name) {
     static const char *keys[] = {"train.run_dir", "train.log_every", "train.stop_at", "train.resume", "train.load_path",
                                  "train.load_optim", "train.load_trainer_state", "train.seed", "train.backend",
+                                 "train.recompute",
                                  "loader.prefetch", NULL};
     static const char *sections[] = {"alarm.", "eval.", "ckpt.", "perf.", NULL};
     for (int i = 0; keys[i]; i++)

@@ -63,13 +63,13 @@ int backend_resolve(const char *name, const char *precision, const BackendIface 
     return 0;
 }
 
-Backend *backend_create(const BackendIface *impl, Precision prec, TrainCore *tc, int max_B, int max_T, char *err,
-                        size_t errlen) {
+Backend *backend_create(const BackendIface *impl, Precision prec, TrainCore *tc, int max_B, int max_T,
+                        Recompute recompute, char *err, size_t errlen) {
     if (!impl->create) {
         impl->available(err, errlen);
         return NULL;
     }
-    return impl->create(prec, tc, max_B, max_T, err, errlen);
+    return impl->create(prec, tc, max_B, max_T, recompute, err, errlen);
 }
 
 void backend_free(Backend *be) {

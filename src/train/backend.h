@@ -23,6 +23,9 @@
 
 typedef struct Backend Backend;
 
+// train.recompute: per-block activation recompute (a device backend's memory saver).
+typedef enum { RECOMPUTE_AUTO = -1, RECOMPUTE_OFF = 0, RECOMPUTE_ON = 1 } Recompute;
+
 // What a backend fills (one const table per backend; the registry lists them).
 typedef struct BackendIface {
     const char *name;                 // train.backend's value: "cpu", "cuda"
@@ -35,7 +38,8 @@ typedef struct BackendIface {
     int (*available)(char *err, size_t errlen);
     // The backend for tc (sized for micro-batches of (max_B, max_T)): a Backend whose
     // first member is the struct Backend below. NULL + err on failure (out of memory, ...).
-    Backend *(*create)(Precision prec, TrainCore *tc, int max_B, int max_T, char *err, size_t errlen);
+    Backend *(*create)(Precision prec, TrainCore *tc, int max_B, int max_T, Recompute recompute, char *err,
+                       size_t errlen);
     void (*destroy)(Backend *be);
     // One line describing the device and memory for the run log ("" where nothing to say).
     void (*describe)(const Backend *be, char *out, size_t outlen);
@@ -67,8 +71,8 @@ int backend_resolve(const char *name, const char *precision, const BackendIface 
 // 1 if this binary has the backend `name` compiled in (whether or not a device is present).
 int backend_built(const char *name);
 
-Backend *backend_create(const BackendIface *impl, Precision prec, TrainCore *tc, int max_B, int max_T, char *err,
-                        size_t errlen);
+Backend *backend_create(const BackendIface *impl, Precision prec, TrainCore *tc, int max_B, int max_T,
+                        Recompute recompute, char *err, size_t errlen);
 void backend_free(Backend *be);
 // The StepDevice of be, for train_step_on (step.h).
 StepDevice *backend_step_device(Backend *be);

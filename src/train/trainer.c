@@ -142,7 +142,9 @@ static void run_create_model(Run *u) {
 // the host's state) and where in-loop evaluation runs: on the device model (no host sync,
 // the run's precision) unless eval.device=cpu asks for the fp32 CPU model.
 static void run_backend(Run *u) {
-    u->be = backend_create(u->bimpl, u->bprec, &u->tc, u->MB, u->T, u->msg, sizeof u->msg);
+    const Recompute rc = !strcmp(u->r->recompute, "on") ? RECOMPUTE_ON : !strcmp(u->r->recompute, "off") ? RECOMPUTE_OFF
+                                                                                                  : RECOMPUTE_AUTO;
+    u->be = backend_create(u->bimpl, u->bprec, &u->tc, u->MB, u->T, rc, u->msg, sizeof u->msg);
     if (!u->be) fail_all(u->rank, 2, u->msg);
     backend_sync_from_host(u->be, &u->tc);   // cuda: initialized or loaded params + Adam m, v -> device
     u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto");

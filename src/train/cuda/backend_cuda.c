@@ -119,14 +119,13 @@ static void place_ranks(CudaBackend *c, const TrainCore *tc) {
     }
 }
 
-// Per-block activation recompute (docs/cuda.md): OLMO_CUDA_RECOMPUTE=1 or 0 decides; unset,
-// it is turned on when the plan without it does not fit the device's free memory (less 5%
-// for the CUDA context, cuBLASLt and fragmentation): the 7B on one GPU.
-static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B, int max_T) {
-    const char *rc = getenv("OLMO_CUDA_RECOMPUTE");
-    if (rc && *rc) {
-        c->recompute = atoi(rc) > 0;
-        snprintf(c->recompute_why, sizeof c->recompute_why, "OLMO_CUDA_RECOMPUTE=%s", rc);
+// Per-block activation recompute (docs/cuda.md): train.recompute on or off decides; auto
+// turns it on when the plan without it does not fit the device's free memory (less 5% for
+// the CUDA context, cuBLASLt and fragmentation): the 7B on one GPU.
+static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B, int max_T, Recompute want) {
+    if (want != RECOMPUTE_AUTO) {
+        c->recompute = want == RECOMPUTE_ON;
+        snprintf(c->recompute_why, sizeof c->recompute_why, "train.recompute=%s", c->recompute ? "on" : "off");
         return;
     }
     CudaMemPlan plan;
@@ -137,7 +136,8 @@ static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B
              plan.total / 1073741824.0, fr / 1073741824.0);
 }
 
-static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T, char *err, size_t errlen) {
+static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T, Recompute recompute, char *err,
+                            size_t errlen) {
     CudaBackend *c = xcalloc(1, sizeof *c);
     Backend *be = &c->base;
     be->iface = &backend_cuda;
@@ -145,7 +145,7 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     const Model *m = tc->model;
     const int bf16 = prec == PRECISION_BF16;
     place_ranks(c, tc);
-    choose_recompute(c, m, bf16, max_B, max_T);
+    choose_recompute(c, m, bf16, max_B, max_T, recompute);
     c->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->lo, c->hi, err, errlen);
     // All ranks fail together (a rank out of memory must not leave the others waiting in
     // the NCCL set-up below).
