@@ -78,6 +78,7 @@ static const Key KEYS[] = {
     {"train.load_optim", T_BOOL, F(load_optim), "false", "with load_path: also load Adam m, v and step count (needs a checkpoint)"},
     {"train.load_trainer_state", T_BOOL, F(load_trainer_state), "false", "with load_path: also step, tokens, loader and skip-step state (else they restart)"},
     {"train.backend", T_STR, F(backend), "cpu", "cpu | cuda (NVIDIA GPUs: one per rank, NCCL ZeRO-1 under mpirun; docs/cuda.md)"},
+    {"train.tensorboard", T_BOOL, F(tensorboard), "true", "also write every metric as TensorBoard scalars into RUN_DIR/tb (tensorboard --logdir RUN_DIR/tb; wandb sync RUN_DIR/tb)"},
     {"train.recompute", T_STR, F(recompute), "auto", "cuda: per-block activation recompute: auto (on when the memory plan without it does not fit the device) | on | off; cpu: auto or off (the CPU keeps every block's activations)"},
     {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
     {"train.allow_recipe_change", T_STRLIST, LIST(allow, n_allow), "", "resume only: keys (optim.lr) or sections (schedule) whose change from the checkpoint's recipe is meant; other changes that alter the training are refused (docs/checkpoints.md)"},
@@ -882,7 +883,7 @@ void recipe_print_keys(void) {
 static int harmless_key(const char *name) {
     static const char *keys[] = {"train.run_dir", "train.log_every", "train.stop_at", "train.resume", "train.load_path",
                                  "train.load_optim", "train.load_trainer_state", "train.seed", "train.backend",
-                                 "train.recompute",
+                                 "train.recompute", "train.tensorboard",
                                  "loader.prefetch", NULL};
     static const char *sections[] = {"alarm.", "eval.", "ckpt.", "perf.", NULL};
     for (int i = 0; keys[i]; i++)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/tfevents.h"
 #include "util/common.h"
 
 void metrics_open(MetricsLog *m, const char *run_dir, const char *mode) {
@@ -17,6 +18,25 @@ void metrics_open(MetricsLog *m, const char *run_dir, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) die("cannot open %s: %s", path, strerror(errno));
     m->fp = f;
+    m->tb = NULL;
+}
+
+void metrics_open_tensorboard(MetricsLog *m, const char *run_dir) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tb", run_dir);
+    m->tb = tfevents_open(dir);
+}
+
+static void write_scalars(TfEvents *t, const cJSON *obj) {
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind"), *step = cJSON_GetObjectItemCaseSensitive(obj, "step");
+    if (!cJSON_IsString(kind) || !cJSON_IsNumber(step)) return;
+    char tag[256];
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (!cJSON_IsNumber(c) || !c->string || !strcmp(c->string, "step")) continue;
+        if (strchr(c->string, '/')) snprintf(tag, sizeof tag, "%s", c->string);
+        else snprintf(tag, sizeof tag, "%s/%s", kind->valuestring, c->string);
+        tfevents_scalar(t, tag, (long)step->valuedouble, c->valuedouble);
+    }
 }
 
 void metrics_write(MetricsLog *m, cJSON *obj) {
@@ -25,11 +45,14 @@ void metrics_write(MetricsLog *m, cJSON *obj) {
     fprintf(f, "%s\n", s);
     fflush(f);
     free(s);
+    if (m->tb) write_scalars(m->tb, obj);
 }
 
 void metrics_close(MetricsLog *m) {
     if (m->fp) fclose(m->fp);
     m->fp = NULL;
+    tfevents_close(m->tb);
+    m->tb = NULL;
 }
 
 void format_duration(char *buf, int len, double s) {
@@ -43,7 +66,7 @@ void format_duration(char *buf, int len, double s) {
 void metrics_append(const char *run_dir, cJSON *obj) {
     char path[4096];
     snprintf(path, sizeof path, "%s/" METRICS_ATTACHED, run_dir);
-    MetricsLog m;
+    MetricsLog m = {NULL, NULL};
     m.fp = fopen(path, "a");
     if (!m.fp) die("cannot open %s: %s", path, strerror(errno));
     metrics_write(&m, obj);

@@ -7,10 +7,14 @@ typedef struct cJSON cJSON;
 
 typedef struct {
     void *fp;   // FILE*
+    void *tb;   // TfEvents* (tfevents.h) or NULL
 } MetricsLog;
 
 // mode "w" starts a new log, "a" appends (resume).
 void metrics_open(MetricsLog *m, const char *run_dir, const char *mode);
+// Also write every record's numbers as TensorBoard scalars into RUN_DIR/tb (a new event file
+// per run segment; tag "<kind>/<key>", or the key itself when it has a '/'), at its "step".
+void metrics_open_tensorboard(MetricsLog *m, const char *run_dir);
 void metrics_write(MetricsLog *m, cJSON *obj);   // does not free obj
 void metrics_close(MetricsLog *m);
 

@@ -184,6 +184,7 @@ static void run_open_outputs(Run *u, const JobCores *jc) {
     }
     if (u->resume == 1) metrics_truncate(r->run_dir, u->start_step);
     metrics_open(&u->log, r->run_dir, u->resume == 1 ? "a" : "w");
+    if (r->tensorboard) metrics_open_tensorboard(&u->log, r->run_dir);
     // recipe.yml states what the newest segment trains with; recipes/ keeps them all
     // (src/train/history.h). A complete run trains nothing: its history stays as is.
     if (!u->guard.complete) {
