@@ -50,4 +50,13 @@ for w in 1 3 4; do
   same_metrics $TMP/e2 $d $TOL || fail "W=2 -> W=$w differs beyond $TOL"
   echo "ok elastic W=2 -> W=$w"
 done
+# every rank's peak RSS reaches rank 0: the run's closing "memory" record has one per rank
+$PY - $TMP/q3/metrics.jsonl <<'PY' || fail "memory record"
+import json, sys
+m = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "memory"]
+assert m and len(m[-1]["peak_rss_gib"]) == 3 and all(0 < g < 64 for g in m[-1]["peak_rss_gib"]), m
+assert m[-1]["peak_rss_gib_max"] == max(m[-1]["peak_rss_gib"]), m
+PY
+grep -q "memory: peak RSS .* GiB on rank 0, .* GiB on the largest of 3 ranks" $TMP/q3.log || fail "memory line: $(grep memory $TMP/q3.log)"
+echo "memory: every rank's peak RSS recorded and printed"
 echo "test_dist: ok"

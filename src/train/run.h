@@ -117,6 +117,8 @@ void save_checkpoint(Run *u, long step, double lr);
 
 // runlog.c
 // MFU's ceiling: sets u->peak and u->peak_desc (rank 0) and fills the job's cores.
+// Every rank's peak resident memory (collective): a "memory" record and a line on rank 0.
+void run_memory_report(Run *u, long step);
 void run_peak(Run *u, JobCores *jc);
 // Rank 0: the run's first lines (what trains where, the shard, the MFU count, the
 // backend) and the recipe's warnings.

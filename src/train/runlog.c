@@ -1,9 +1,11 @@
 // runlog.c: what a run tells its user and metrics.jsonl (run.h): MFU's ceiling (run_peak),
 // the banner (what trains where, the ZeRO-1 shard, the MFU count, the backend) and the
-// recipe's warnings, and per step the "train" record and the progress line.
+// recipe's warnings, per step the "train" record and the progress line, and at the end every
+// rank's peak memory.
 #include <cjson/cJSON.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist/dist.h"
@@ -124,6 +126,7 @@ void run_log_step(Run *u, const Loop *lp, double dt) {
     cJSON_AddNumberToObject(o, "skipped", res->skipped);
     cJSON_AddNumberToObject(o, "skipped_total", (double)u->skipped_total);
     cJSON_AddNumberToObject(o, "step_time", dt);
+    cJSON_AddNumberToObject(o, "peak_rss_gib", (double)peak_rss_bytes() / 1073741824.0);   // rank 0's, so far
     loader_metrics(u->loader, o);
     metrics_write(&u->log, o);
     cJSON_Delete(o);
@@ -136,4 +139,28 @@ void run_log_step(Run *u, const Loop *lp, double dt) {
                res->skipped ? " | SKIPPED" : "");
         fflush(stdout);
     }
+}
+
+// Every rank's peak resident memory (VmHWM), gathered to rank 0: printed and recorded.
+void run_memory_report(Run *u, long step) {
+    double mine = (double)peak_rss_bytes(), *all = xcalloc((size_t)u->W, sizeof(double));
+    dist_allgather_doubles(&mine, 1, all);
+    if (u->rank == 0) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kind", "memory");
+        cJSON_AddNumberToObject(o, "step", (double)step);
+        cJSON *a = cJSON_AddArrayToObject(o, "peak_rss_gib");
+        double mx = 0;
+        for (int i = 0; i < u->W; i++) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(all[i] / 1073741824.0));
+            if (all[i] > mx) mx = all[i];
+        }
+        cJSON_AddNumberToObject(o, "peak_rss_gib_max", mx / 1073741824.0);
+        metrics_write(&u->log, o);
+        cJSON_Delete(o);
+        printf("memory: peak RSS %.2f GiB on rank 0", all[0] / 1073741824.0);
+        if (u->W > 1) printf(", %.2f GiB on the largest of %d ranks", mx / 1073741824.0, u->W);
+        printf(" (host memory; a device backend's allocation is on its backend: line)\n");
+    }
+    free(all);
 }

@@ -251,6 +251,7 @@ static void run_finish(Run *u, const Loop *lp) {
     backend_sync_to_host(u->be, &u->tc, 0);   // cuda: the final weights on the host for model.safetensors
     if (step != lp->last_saved || (lp->steps_run == 0 && u->resume != 1))
         save_checkpoint(u, step, lp->res.lr);
+    run_memory_report(u, step);
     if (u->rank != 0) return;
     double wsec = ckpt_wait(u->w);
     if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(u->w), wsec);
