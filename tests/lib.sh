@@ -1,7 +1,7 @@
 # lib.sh: what the shell tests share (sourced, from the repository root): the binary, a
 # temporary directory removed on exit, fail(), and headless-Chromium screenshots. Kept to
-# what is generic; resume_lib.sh adds the checkpoint tests' token file and recipe on top of
-# it. Run directly it does nothing.
+# what is generic: resume_lib.sh, the checkpoint tests' helper, also writes a token file and
+# a recipe when sourced. Run directly it does nothing.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && { echo "helper sourced by the tests (source tests/lib.sh)"; exit 0; }
 set -euo pipefail
 OLMO=${OLMO_BIN:-$PWD/build/olmo}
