@@ -312,9 +312,24 @@ static int concat_parts_cached(const char *path, char *out, size_t n) {
     return np;
 }
 
-// Whether the run trains on source `src` (a file stem): a data.paths / data.sources entry
-// ("name=glob" or a path/glob) whose file part matches "<src>.npy".
-static int trains_on(const Recipe *rc, const char *src) {
+// Whether the directory parts of paths a and b (up to their last '/'; none: ".") are one
+// directory; one that does not resolve (a glob in it, not there) does not count against.
+static int same_dir(const char *a, const char *b) {
+    char da[4096], db[4096];
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a + 1) : 1, sa ? a : ".");
+    snprintf(db, sizeof db, "%.*s", sb ? (int)(sb - b + 1) : 1, sb ? b : ".");
+    char *ra = realpath(da, NULL), *rb = realpath(db, NULL);
+    const int same = !ra || !rb || !strcmp(ra, rb);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+// Whether the run trains on source `src` (a file stem) of the held-out file `heldout`: a
+// data.paths / data.sources entry ("name=glob" or a path/glob) whose file part matches
+// "<src>.npy" in the held-out file's directory.
+static int trains_on(const Recipe *rc, const char *heldout, const char *src) {
     char file[300];
     snprintf(file, sizeof file, "%s.npy", src);
     for (int k = 0; k < rc->n_paths + rc->n_sources; k++) {
@@ -322,7 +337,7 @@ static int trains_on(const Recipe *rc, const char *src) {
         const char *eq = k >= rc->n_paths ? strchr(t, '=') : NULL;
         if (eq) t = eq + 1;
         const char *tb = strrchr(t, '/');
-        if (!fnmatch(tb ? tb + 1 : t, file, 0)) return 1;
+        if (!fnmatch(tb ? tb + 1 : t, file, 0) && same_dir(t, heldout)) return 1;
     }
     return 0;
 }
@@ -337,7 +352,7 @@ static void set_role(const Recipe *rc, const char *path, int watched, char *text
     if (bl > sl && !strcmp(b + bl - sl, ".heldout.npy")) {
         char src[256];
         snprintf(src, sizeof src, "%.*s", (int)(bl - sl), b);
-        const int in = trains_on(rc, src);
+        const int in = trains_on(rc, path, src);
         snprintf(tag, tn, "%s", in ? "in-domain" : "out of domain");
         snprintf(text, n, "%s: held-out documents of source %s, %s", tag, src,
                  in ? "which the run trains on" : "which the run does not train on");
@@ -345,7 +360,7 @@ static void set_role(const Recipe *rc, const char *path, int watched, char *text
         char in[8192] = "", out[8192] = "";
         int nin = 0, nout = 0;
         for (char *s = parts, *save = NULL, *t; (t = strtok_r(s, ", ", &save)); s = NULL) {
-            char *dst = trains_on(rc, t) ? in : out;
+            char *dst = trains_on(rc, path, t) ? in : out;
             int *cnt = dst == in ? &nin : &nout;
             snprintf(dst + strlen(dst), sizeof in - strlen(dst), "%s%s", *cnt ? ", " : "", t);
             (*cnt)++;
