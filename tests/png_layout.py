@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""png_layout.py: what a screenshot of `olmo report` shows, for tests/test_report_render.sh.
+"""png_layout.py: what a screenshot of `olmo report` shows, for tests/test_report.sh and
+tests/test_report_render.sh (the one PNG decoder of the tests).
 
 Reads a PNG (8-bit RGB or RGBA, not interlaced: what headless Chromium writes) with the
 standard library only, and prints one JSON object:
@@ -7,7 +8,12 @@ standard library only, and prints one JSON object:
   rows_by_columns: {k: number of pixel rows crossed by exactly k white runs at least
       --min-run pixels wide} (the report's charts are white boxes on a #fafafa page: a row
       through a row of charts crosses one white run per column);
-  colored: pixels of the series palette's first colors (curves drawn at all).
+  colored: pixels of the series palette's first three colors (curves drawn at all);
+  palette: {"#rrggbb": pixels} for those three colors;
+  distinct: the number of distinct colors (a blank page has a handful);
+  bar_rows: pixel rows holding a run of at least 40 pixels of one palette color (the
+      downstream chart's bars; curves are 1.6 pixels wide and never that flat);
+  alarm_red: pixels of #bb0000, the color of an alarm that fired (the alarms panel).
 """
 import json
 import struct
@@ -53,21 +59,33 @@ def read_png(path):
 def main():
     path, min_run = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 300
     w, h, bpp, rows = read_png(path)
-    by_cols, colored = {}, 0
-    palette = {(0x1f, 0x77, 0xb4), (0xd6, 0x27, 0x28), (0x2c, 0xa0, 0x2c)}
+    by_cols, bar_rows, red = {}, 0, 0
+    palette = {(0x1f, 0x77, 0xb4): 0, (0xd6, 0x27, 0x28): 0, (0x2c, 0xa0, 0x2c): 0}
+    distinct = set()
     for line in rows:
-        runs, run = 0, 0
+        runs, run, prun, prev, bar = 0, 0, 0, None, False
         for x in range(w):
             px = tuple(line[x * bpp:x * bpp + 3])
+            distinct.add(px)
             if px == (255, 255, 255):
                 run += 1
             else:
                 if run >= min_run: runs += 1
                 run = 0
-                if px in palette: colored += 1
+            if px in palette:
+                palette[px] += 1
+                prun = prun + 1 if px == prev else 1
+                bar |= prun >= 40
+            else:
+                prun = 0
+                red += px == (0xbb, 0, 0)
+            prev = px
         if run >= min_run: runs += 1
         by_cols[runs] = by_cols.get(runs, 0) + 1
-    print(json.dumps({"width": w, "height": h, "rows_by_columns": by_cols, "colored": colored}))
+        bar_rows += bar
+    print(json.dumps({"width": w, "height": h, "rows_by_columns": by_cols, "colored": sum(palette.values()),
+                      "palette": {"#%02x%02x%02x" % c: n for c, n in palette.items()}, "distinct": len(distinct),
+                      "bar_rows": bar_rows, "alarm_red": red}))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,8 @@
 #     held-out set, by how much.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OLMO=${OLMO_BIN:-$PWD/build/olmo}
+source tests/lib.sh
 export OMP_NUM_THREADS=1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # refuse NAME PATTERN CMD...: exit 2 and stderr matching PATTERN (grep -E)
 refuse() {
   local name=$1 pat=$2; shift 2

@@ -12,11 +12,8 @@
 #     resolved path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OLMO=${OLMO_BIN:-$PWD/build/olmo}
+source tests/lib.sh
 export OMP_NUM_THREADS=1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 /usr/bin/python3 - "$T" <<'PY'
 import os, random, struct, sys

@@ -4,25 +4,19 @@
 # arange(N, dtype=uint32)), plus the recipe-level bad inputs of the loader (each exit 2
 # with a message naming the key or file) and the share-normalization warning.
 # Uses $OLMO_BIN (default build/olmo).
-import json, os, subprocess, sys, tempfile
+import json, os, sys
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLMO = os.environ.get("OLMO_BIN", os.path.join(ROOT, "build", "olmo"))
-TMP = tempfile.mkdtemp(prefix="loader_order_")
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402 (after the path)
+from lib import check, finish  # noqa: E402
+
+TMP = lib.tmpdir("loader_order_")
 T = 8
 
 
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL", what)
-
-
 def olmo(*args):
-    return subprocess.run([OLMO, "data", *map(str, args)], capture_output=True, text=True)
+    return lib.olmo("data", *args)
 
 
 def tokfile(name, n, base=0, vocab=1000):
@@ -131,7 +125,4 @@ bad(["order", r, "--epoch"], "--epoch needs", "missing value")
 bad(["frobnicate", r], "unknown subcommand", "unknown subcommand")
 bad(["info", r, f"data.sources={news}"], "both given", "data.paths and data.sources")
 
-if failures:
-    print(f"{failures} failure(s)")
-    sys.exit(1)
-print("test_loader_order: all ok")
+finish("test_loader_order", TMP)

@@ -10,24 +10,18 @@
 #     eval.sets are the v3-small-ppl-validation mix.
 #  3. Bad input: a path without {TOKENIZER}, no value for it, an unknown mix name, a line
 #     that is not label,path, --sizes with the wrong count: exit 2, the file, line and key.
-import os, random, subprocess, sys, tempfile
+import os, random, sys
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLMO = os.environ.get("OLMO_BIN", os.path.join(ROOT, "build", "olmo"))
-TMP = tempfile.mkdtemp(prefix="mix_order_")
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402 (after the path)
+from lib import ROOT, check, finish  # noqa: E402
 
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL", what)
+TMP = lib.tmpdir("mix_order_")
 
 
 def olmo(*args):
-    return subprocess.run([OLMO, "data", *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+    return lib.olmo("data", *args)
 
 
 def mix_paths(mix, base, tok):
@@ -140,7 +134,4 @@ check(p.returncode == 2 and "short.txt: --sizes: 1 sizes for the recipe's 1016 f
 p = olmo("order", "configs/olmo3-7b-stage1.yml", "--sizes", sz, "--rank", 0, "--world", 1)
 check(p.returncode == 2 and "--where / --sizes go without --rank" in p.stderr, f"--sizes --rank: {p.stderr!r}")
 
-subprocess.run(["rm", "-rf", TMP])
-if failures:
-    sys.exit(f"{failures} check(s) failed")
-print("test_mix_order: ok")
+finish("test_mix_order", TMP)

@@ -4,16 +4,12 @@
 # appended): the HTML holds the expected data-series for both runs, tables and alarms, no
 # external reference (no http:, https:, src=, <script>), the default output path works,
 # bad input exits 2; then headless Chromium renders it and the screenshot must show the
-# runs' colors (not a blank page). The rendering part is skipped, with a message, only
+# runs' colors (not a blank page; tests/png_layout.py reads the PNG). The rendering part is skipped, with a message, only
 # when Chromium is not installed and cannot be (scripts/deps.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OLMO=${OLMO_BIN:-$PWD/build/olmo}
-PY=${PYTHON:-/usr/bin/python3}
+source tests/lib.sh
 export OMP_NUM_THREADS=2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 $PY - "$T" <<'PY'
 import json, random, struct, sys
@@ -52,19 +48,27 @@ series = set(re.findall(r'data-series="([^"]*)"', html))
 want = []
 for run in ("run-a", "run-b"):
     want += [f"{run}:{k}" for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu", "eval/macro/ce", "eval/macro/ppl",
-                                     "eval/macro/bpb")]
-    for s in ("c4", "wiki"):
-        want += [f"{run}:eval/{s}/{m}" for m in ("ce", "ppl", "bpb")]
+                                     "eval/macro/bpb", "alarm/train_loss", "alarm/heldout_ce", "alarm/gap",
+                                     "task/pick/acc")]
+    want += [f"{run}:eval/{s}/ce" for s in ("c4", "wiki")]   # per set CE only: PPL and bpb follow it
 missing = [w for w in want if w not in series]
 assert not missing, f"missing series: {missing}; have {sorted(series)}"
 for bad in ("http:", "https:", "<script", "src=", "url(", "@import"):
     assert bad not in html.lower(), f"external reference or script: {bad}"
 assert "<title>A vs B &lt;test&gt;</title>" in html, "title not escaped"
-assert html.count("<svg") >= 15, html.count("<svg")
-# downstream tasks: one table, acc next to chance (3 choices: 0.333), not one chart per metric
+assert html.count("<svg") == 14, html.count("<svg")
+# downstream tasks: one bar chart (a bar per run, chance a tick) and one table, a row per task
+# with acc next to chance (3 choices: 0.333)
 m = re.search(r'<table class="tasks">(.*?)</table>', html, re.S)
-assert m and m.group(1).count("<th>pick</th>") == 2 and "<td>0.333</td>" in m.group(1), "tasks table"
-assert "data-series=\"run-a:task/" not in html, "task charts"
+assert m and m.group(1).count("<th>pick</th>") == 1 and "<td>0.333</td>" in m.group(1), "tasks table"
+assert len(re.findall(r'<rect data-series="run-[ab]:task/pick/acc"', html)) == 2, "task bars"
+assert html.count('<line class="ref"') == 1, "chance tick"
+assert "data-series=\"run-a:task/pick/len_norm" not in html, "task charts"
+# the alarms panel: both alarms per run, what they compare, quiet (B's appended record is counted)
+m = re.search(r'<table class="alarmpanel">(.*?)</table>', html, re.S)
+assert m and m.group(1).count('data-alarm="memorization"') == 2 and m.group(1).count('data-alarm="repeat"') == 2
+assert m.group(1).count('class="quiet">quiet') == 4 and "the trainer recorded 1" in m.group(1), "alarm panel"
+assert "held-out CE of <b>c4</b>" in m.group(1), "the watched set"
 # the sets legend, perplexity on a log scale, responsive grid
 assert re.search(r'<table class="sets">.*<th>c4</th>.*</table>', html, re.S), "sets table"
 assert "perplexity, macro (log scale)" in html and "grid-template-columns" in html
@@ -91,75 +95,17 @@ set +e; "$OLMO" report 2>/dev/null; rc=$?; set -e
 [ "$rc" = 2 ] || fail "no args: exit $rc"
 
 # ---- render in headless Chromium ------------------------------------------------------
-CHROME=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$CHROME" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "installing chromium (scripts/deps.sh does this on a fresh machine)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || true
-  CHROME=$(command -v chromium || true)
-fi
-if [ -z "$CHROME" ]; then
-  echo "SKIP rendering: chromium is not installed and cannot be installed here"
-  echo "test_report: ok (without rendering)"
-  exit 0
-fi
-PROFILE=$(mktemp -d)
-timeout 120 "$CHROME" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
-  --disable-sync --no-first-run --disable-dev-shm-usage --user-data-dir="$PROFILE" --hide-scrollbars \
-  --screenshot="$T/shot.png" --window-size=1200,2000 "file://$T/report.html" >"$T/chrome.log" 2>&1 || true
-rm -rf "$PROFILE"
-[ -s "$T/shot.png" ] || { cat "$T/chrome.log"; fail "chromium wrote no screenshot"; }
-# Decode the PNG with zlib + numpy (no imaging library needed) and look for the colors of
-# the two runs' series (#1f77b4, #d62728) and for enough distinct colors overall.
-$PY - "$T/shot.png" <<'PY'
-import struct, sys, zlib
-import numpy as np
-data = open(sys.argv[1], "rb").read()
-assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-pos, idat, w = 8, b"", None
-while pos < len(data):
-    n, typ = struct.unpack(">I4s", data[pos:pos + 8])
-    body = data[pos + 8:pos + 8 + n]
-    if typ == b"IHDR":
-        w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
-        assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
-        bpp = 3 if ctype == 2 else 4
-    elif typ == b"IDAT":
-        idat += body
-    pos += 12 + n
-raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(h, 1 + w * bpp)
-img = np.zeros((h, w * bpp), dtype=np.uint8)
-prev = np.zeros(w * bpp, dtype=np.int32)
-for y in range(h):
-    f, line = raw[y, 0], raw[y, 1:].astype(np.int32)
-    if f == 0:
-        cur = line
-    elif f == 1:   # Sub: running sum along each channel
-        cur = (np.cumsum(line.reshape(w, bpp), axis=0) % 256).reshape(-1)
-    elif f == 2:   # Up
-        cur = (line + prev) % 256
-    else:          # Average / Paeth: sequential in x
-        cur = np.zeros_like(line)
-        L = line.tolist(); P = prev.tolist(); C = [0] * len(L)
-        for i in range(len(L)):
-            a = C[i - bpp] if i >= bpp else 0
-            b = P[i]
-            if f == 3:
-                C[i] = (L[i] + (a + b) // 2) & 255
-            else:
-                c = P[i - bpp] if i >= bpp else 0
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                C[i] = (L[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        cur = np.array(C, dtype=np.int32)
-    img[y] = cur
-    prev = cur
-px = img.reshape(h, w, bpp)[:, :, :3].reshape(-1, 3)
-colors = {tuple(c) for c in np.unique(px, axis=0)}
-def count(rgb):
-    return int(np.all(np.abs(px.astype(int) - np.array(rgb)) <= 8, axis=1).sum())
-blue, red = count((0x1f, 0x77, 0xb4)), count((0xd6, 0x27, 0x28))
-print(f"screenshot {w}x{h}: {len(colors)} distinct colors, run-a blue pixels {blue}, run-b red pixels {red}")
-assert len(colors) > 20, "blank page"
+chromium_or_skip "test_report rendering"
+shot "$T/report.html" 1200 2000 "$T/shot.png"
+# The colors of the two runs' series (#1f77b4, #d62728) and enough distinct colors overall
+# (tests/png_layout.py decodes the PNG).
+$PY tests/png_layout.py "$T/shot.png" >"$T/shot.json"
+$PY - "$T/shot.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+blue, red = s["palette"]["#1f77b4"], s["palette"]["#d62728"]
+print(f"screenshot: {s['width']}x{s['height']}, {s['distinct']} distinct colors, run A pixels {blue}, run B pixels {red}")
+assert s["distinct"] > 20, "blank page"
 assert blue > 200 and red > 200, "series colors not rendered"
 PY
-echo "test_report: all ok"
+echo "test_report: ok"

@@ -21,19 +21,12 @@
 #     (bitwise, half_cos_with_warmup over a t_max past the run's end); and stage 1's two
 #     parts in miniature (a cosine stopped early, resumed with its state under a half cosine).
 #  4. Bad schedule input: exit 2 naming the recipe and the key, nothing written.
-import json, math, os, subprocess, sys, tempfile
+import json, math, os, sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLMO = os.environ.get("OLMO_BIN", os.path.join(ROOT, "build", "olmo"))
-TMP = tempfile.mkdtemp(prefix="schedule_")
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import check, finish, olmo, tmpdir  # noqa: E402 (after the path)
 
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL", what)
+TMP = tmpdir("schedule_")
 
 
 # ---- OLMo-core, transcribed (scheduler.py at fa6c5014; warmup_min_lr 0, as every OLMo 3 script) ----
@@ -97,7 +90,7 @@ def steps_of_tokens(tokens, per_step):   # trainer.py:522-527 from step 0
 
 
 def lr_at(recipe, steps, *ov):
-    p = subprocess.run([OLMO, "info", recipe, *ov, "--lr-at", ",".join(map(str, steps))], capture_output=True, text=True)
+    p = olmo("info", recipe, *ov, "--lr-at", ",".join(map(str, steps)))
     if p.returncode != 0:
         sys.exit(f"olmo info {recipe} {ov}: exit {p.returncode}: {p.stderr}")
     got = {}
@@ -173,8 +166,8 @@ random.seed(3)
 n = 20000
 open(os.path.join(TMP, "tok.npy"), "wb").write(struct.pack("<%dI" % n, *[random.randrange(1000) for _ in range(n)]))
 env = dict(os.environ, OMP_NUM_THREADS="1")
-p = subprocess.run([OLMO, "train", rec, "schedule.name=half_cos_with_warmup", "schedule.t_max=25", "schedule.warmup_steps=3",
-                    "ckpt.interval=0"], capture_output=True, text=True, env=env)
+p = olmo("train", rec, "schedule.name=half_cos_with_warmup", "schedule.t_max=25", "schedule.warmup_steps=3",
+         "ckpt.interval=0", env=env)
 check(p.returncode == 0, f"train: exit {p.returncode}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
 if p.returncode == 0:
     recs = [json.loads(l) for l in open(os.path.join(TMP, "run", "metrics.jsonl"))]
@@ -192,9 +185,9 @@ rec1 = [rec, "schedule.t_max=20", f"train.run_dir={TMP}/p1", "ckpt.interval=0"]
 rec2 = [rec, "schedule.name=half_cos_with_warmup", "schedule.warmup_steps=11", "schedule.t_max=30", "train.max_steps=12",
         f"train.run_dir={TMP}/p2", f"train.load_path={TMP}/p1", "train.load_trainer_state=true", "train.load_optim=true",
         "ckpt.interval=0"]
-p = subprocess.run([OLMO, "train", *rec1], capture_output=True, text=True, env=env)
+p = olmo("train", *rec1, env=env)
 check(p.returncode == 0, f"part 1: exit {p.returncode}: {p.stderr[-1500:]}")
-p = subprocess.run([OLMO, "train", *rec2], capture_output=True, text=True, env=env)
+p = olmo("train", *rec2, env=env)
 check(p.returncode == 0, f"part 2: exit {p.returncode}: {p.stdout[-1500:]} {p.stderr[-1500:]}")
 if p.returncode == 0:
     t1r = [json.loads(l) for l in open(os.path.join(TMP, "p1", "metrics.jsonl"))]
@@ -215,13 +208,10 @@ if p.returncode == 0:
 for ov, want in [(["schedule.name=half_cos"], "r.yml: schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got 'half_cos'"),
                  (["schedule.t_max=-3"], "r.yml: schedule.t_max must be >= 0 steps"),
                  (["schedule.t_max_tokens=-1"], "r.yml: schedule.t_max_tokens must be >= 0 tokens")]:
-    p = subprocess.run([OLMO, "train", rec, f"train.run_dir={TMP}/bad", *ov], capture_output=True, text=True, env=env)
+    p = olmo("train", rec, f"train.run_dir={TMP}/bad", *ov, env=env)
     check(p.returncode == 2 and want in p.stderr, f"{ov}: exit {p.returncode}, stderr {p.stderr!r}")
     check(not os.path.exists(os.path.join(TMP, "bad")), f"{ov}: wrote {TMP}/bad")
-p = subprocess.run([OLMO, "info", rec, "--lr-at", "1,x"], capture_output=True, text=True)
+p = olmo("info", rec, "--lr-at", "1,x")
 check(p.returncode == 2 and "--lr-at: expected comma-separated steps" in p.stderr, f"--lr-at 1,x: {p.returncode} {p.stderr!r}")
 
-subprocess.run(["rm", "-rf", TMP])
-if failures:
-    sys.exit(f"{failures} check(s) failed")
-print("test_schedule: ok")
+finish("test_schedule", TMP)

@@ -1,14 +1,14 @@
 // cmd_report.c: `olmo report RUN... [-o report.html] [--title T]`: one self-contained HTML
 // file (inline SVG from src/eval/svg.c; no JavaScript, no network, nothing external) of
-// one or more runs, overlaid so a reproduction can be judged by eye:
-//   - a summary table (a column per run): model and recipe key facts, steps and tokens,
-//     final training loss and held-out metrics, throughput, alarms raised;
-//   - the alarms the runs recorded (metrics records with an "alarm" key);
-//   - charts: training loss vs step and vs tokens, training loss next to held-out CE (the
-//     memorization view, docs/olmo3.md s.7), held-out CE / PPL / BPB per set and macro,
-//     downstream acc / len_norm / bpb per task, LR, grad norm, tokens/s and MFU.
+// one or more runs, overlaid so a reproduction can be judged by eye. This file: arguments,
+// the runs' records, the stage axis, the summary table (a column per run: model, recipe
+// facts, steps and tokens, final metrics, throughput, alarms) and the charts (training
+// loss; training loss next to held-out CE, the memorization view of docs/olmo3.md s.7; the
+// memorization alarm's inputs and gap; held-out CE / PPL / BPB macro and CE per set, per
+// evaluation length; LR, grad norm, tokens/s, MFU). report_panels.c: the alarms panel, the
+// held-out sets legend, the downstream bars and table (report.h).
 // Every series is a <path data-series="<run>:<metric key>">, the metric key as in
-// metrics.jsonl (loss, lr, eval/macro/ce, task/arc/acc, ...). docs/report.md lists it all.
+// metrics.jsonl (loss, lr, eval/macro/ce, ...). docs/report.md lists it all.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "eval/svg.h"
 #include "recipe/recipe.h"
 #include "train/history.h"
@@ -32,10 +33,11 @@ static void usage(FILE *f) {
             "usage: olmo report RUN_DIR... [-o FILE.html] [--title TEXT] [--x tokens|step]\n"
             "\n"
             "Write one self-contained HTML report (inline SVG charts, no scripts, no network) of\n"
-            "one or more runs, overlaid with a legend: training loss (vs step and tokens), held-out\n"
-            "CE / perplexity / bits-per-byte per set and macro, downstream acc / len_norm / bpb,\n"
-            "LR, grad norm, tokens/s, MFU; a summary table per run (model, steps, tokens, final\n"
-            "metrics, alarms). Reads RUN_DIR/metrics.jsonl and RUN_DIR/recipe.yml (docs/report.md).\n"
+            "one or more runs, overlaid with a legend: a summary table per run (model, steps, tokens,\n"
+            "final metrics, alarms); the alarms panel (what the memorization and repeat alarms compare,\n"
+            "their latest numbers, whether they fired); what each held-out set is; downstream accuracy\n"
+            "against chance; charts of training loss, held-out CE / perplexity / bits-per-byte, LR,\n"
+            "grad norm, tokens/s, MFU. Reads RUN_DIR/metrics.jsonl and RUN_DIR/recipe.yml (docs/report.md).\n"
             "\n"
             "  -o FILE      output (default: RUN_DIR/report.html for one run, ./report.html for several)\n"
             "  --title T    page title (default: the run names)\n"
@@ -50,30 +52,12 @@ static void usage(FILE *f) {
 // ---------------------------------------------------------------------------------------
 // Runs
 
-typedef struct {
-    int n, cap;
-    cJSON **r;
-} RecList;
-
-typedef struct {
-    const char *dir;
-    char label[256];
-    RecList train, eval, alarms;
-    RecList attached;   // RUN_DIR/evals.jsonl: `olmo eval RUN --attach` records
-    Recipe *recipe;     // NULL when RUN_DIR/recipe.yml is missing (else the newest segment's)
-    HistorySegment *segs;   // the recipes it trained under (src/train/history.h)
-    int nsegs;
-    double tok_off, step_off;   // where it starts on the report's axis: a stage that starts from an
-                                // earlier run's weights (train.load_path) continues that run's axis
-    int seq_len;                // its recipe's train.seq_len (0: no recipe): held-out charts group by it
-} Run;
-
 static void reclist_push(RecList *l, cJSON *o) {
     if (l->n == l->cap) { l->cap = l->cap ? 2 * l->cap : 64; l->r = xrealloc(l->r, sizeof(cJSON *) * (size_t)l->cap); }
     l->r[l->n++] = o;
 }
 
-static double num(const cJSON *o, const char *key) {
+double report_num(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
@@ -82,8 +66,8 @@ static double num(const cJSON *o, const char *key) {
 // replaying steps after its checkpoint) replaces the records it overlaps, so the lists
 // hold the history that led to the final state.
 static void push_step_record(RecList *l, cJSON *o) {
-    double s = num(o, "step");
-    while (l->n > 0 && num(l->r[l->n - 1], "step") >= s) cJSON_Delete(l->r[--l->n]);
+    double s = report_num(o, "step");
+    while (l->n > 0 && report_num(l->r[l->n - 1], "step") >= s) cJSON_Delete(l->r[--l->n]);
     reclist_push(l, o);
 }
 
@@ -135,8 +119,8 @@ static void free_run(Run *run) {
 // Tokens trained by the end of `step` (from the train records; 0 before the first step).
 static double tokens_at(const Run *run, double step) {
     double t = 0;
-    for (int i = 0; i < run->train.n && num(run->train.r[i], "step") <= step; i++) {
-        double v = num(run->train.r[i], "tokens");
+    for (int i = 0; i < run->train.n && report_num(run->train.r[i], "step") <= step; i++) {
+        double v = report_num(run->train.r[i], "tokens");
         if (isfinite(v)) t = v;
     }
     return t;
@@ -155,6 +139,7 @@ typedef struct {
     int ncharts, nseries;
     int xaxis;                  // X_TOKENS (default) or X_STEP (--x step), offset per run (Run.tok_off)
     int only_T;                 // > 0: only the runs of this train.seq_len (held-out charts by length)
+    int also_same;              // chart()'s `also` key is of the same record kind as `key` (the alarm's inputs)
     double *vlines;             // stage boundaries on the x axis, and their labels
     char **vlabels;
     int nvlines;
@@ -174,15 +159,15 @@ static void chart(Report *rp, const char *title, const char *ylabel, int from_ev
         if (rp->only_T > 0 && run->seq_len != rp->only_T) continue;
         for (int pass = 0; pass < (also ? 2 : 1); pass++) {
             const char *k = pass ? also : key;
-            int ev = pass ? !from_eval : from_eval;
+            int ev = pass && !rp->also_same ? !from_eval : from_eval;
             const RecList *l = ev ? &run->eval : &run->train;
             double *x = xmalloc(sizeof(double) * (size_t)(l->n + 1)), *y = xmalloc(sizeof(double) * (size_t)(l->n + 1));
             int n = 0, finite = 0;
             for (int i = 0; i < l->n; i++) {
-                double st = num(l->r[i], "step");
-                x[n] = xaxis == X_TOKENS ? run->tok_off + (ev ? tokens_at(run, st) : num(l->r[i], "tokens"))
+                double st = report_num(l->r[i], "step");
+                x[n] = xaxis == X_TOKENS ? run->tok_off + (ev ? tokens_at(run, st) : report_num(l->r[i], "tokens"))
                                          : run->step_off + st;
-                y[n] = num(l->r[i], k);
+                y[n] = report_num(l->r[i], k);
                 finite += isfinite(y[n]);
                 n++;
             }
@@ -193,11 +178,12 @@ static void chart(Report *rp, const char *title, const char *ylabel, int from_ev
             size_t idl = strlen(run->label) + strlen(k) + 2;
             char *id = xmalloc(idl), *label = xmalloc(idl + 16);
             snprintf(id, idl, "%s:%s", run->label, k);
-            if (also) snprintf(label, idl + 16, "%s %s", run->label, ev ? "held-out" : "train");
+            if (also) snprintf(label, idl + 16, "%s %s", run->label, (rp->also_same ? pass : ev) ? "held-out" : "train");
             else snprintf(label, idl + 16, "%s", run->label);
             ids[nid++] = id;
             ids[nid++] = label;
-            s[ns++] = (SvgSeries){id, label, svg_color(r), x, y, n, pass == 1 || (also && from_eval), ev};
+            const int dashed = rp->also_same ? pass == 1 : pass == 1 || (also && from_eval);
+            s[ns++] = (SvgSeries){id, label, svg_color(r), x, y, n, dashed, ev};
         }
     }
     if (any) {
@@ -218,12 +204,7 @@ static void chart(Report *rp, const char *title, const char *ylabel, int from_ev
 // ---------------------------------------------------------------------------------------
 // Metric keys present in eval records (first appearance order)
 
-typedef struct {
-    int n;
-    char **name;
-} Names;
-
-static void names_add(Names *ns, const char *s, size_t len) {
+void report_names_add(Names *ns, const char *s, size_t len) {
     for (int i = 0; i < ns->n; i++)
         if (strlen(ns->name[i]) == len && !strncmp(ns->name[i], s, len)) return;
     ns->name = xrealloc(ns->name, sizeof(char *) * (size_t)(ns->n + 1));
@@ -253,18 +234,7 @@ static void chart_by_T(Report *rp, const char *title, const char *ylabel, int fr
     rp->only_T = 0;
 }
 
-// One chart per (name, metric): key PREFIX/name/metric, titled "name: label", y axis the label.
-static void chart_each(Report *rp, const char *prefix, const Names *names, const char *metrics[][2]) {
-    char key[512], t[512];
-    for (int i = 0; i < names->n; i++)
-        for (int m = 0; m < 3; m++) {
-            snprintf(key, sizeof key, "%s/%s/%s", prefix, names->name[i], metrics[m][0]);
-            snprintf(t, sizeof t, "%s: %s", names->name[i], metrics[m][1]);
-            chart_by_T(rp, t, metrics[m][1], 1, key, NULL);
-        }
-}
-
-static void names_free(Names *ns) {
+void report_names_free(Names *ns) {
     for (int i = 0; i < ns->n; i++) free(ns->name[i]);
     free(ns->name);
 }
@@ -280,10 +250,10 @@ static void collect_names(const Run *runs, int nruns, Names *sets, Names *tasks)
                 const char *slash = strrchr(k, '/');
                 if (!slash || slash - k < 6) continue;
                 if (!strncmp(k, "eval/", 5) && !strcmp(slash, "/ce") && strncmp(k, "eval/macro/", 11))
-                    names_add(sets, k + 5, (size_t)(slash - k - 5));
+                    report_names_add(sets, k + 5, (size_t)(slash - k - 5));
                 else if (!strncmp(k, "task/", 5) &&
                          (!strcmp(slash, "/acc") || !strcmp(slash, "/len_norm") || !strcmp(slash, "/bpb")))
-                    names_add(tasks, k + 5, (size_t)(slash - k - 5));
+                    report_names_add(tasks, k + 5, (size_t)(slash - k - 5));
             }
         }
 }
@@ -291,13 +261,13 @@ static void collect_names(const Run *runs, int nruns, Names *sets, Names *tasks)
 // ---------------------------------------------------------------------------------------
 // Summary table
 
-static const cJSON *last_with(const RecList *l, const char *key) {
+const cJSON *report_last_with(const RecList *l, const char *key) {
     for (int i = l->n - 1; i >= 0; i--)
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l->r[i], key))) return l->r[i];
     return NULL;
 }
 
-static void cell_num(FILE *f, double v, const char *fmt) {
+void report_cell(FILE *f, double v, const char *fmt) {
     fprintf(f, "<td>");
     if (isfinite(v)) fprintf(f, fmt, v);
     else fprintf(f, "&ndash;");
@@ -311,8 +281,8 @@ static void row_last(FILE *f, const Run *runs, int nruns, const char *title, int
     html_escape(f, title);
     fprintf(f, "</th>");
     for (int r = 0; r < nruns; r++) {
-        const cJSON *o = last_with(from_eval ? &runs[r].eval : &runs[r].train, key);
-        cell_num(f, o ? num(o, key) : NAN, fmt);
+        const cJSON *o = report_last_with(from_eval ? &runs[r].eval : &runs[r].train, key);
+        report_cell(f, o ? report_num(o, key) : NAN, fmt);
     }
     fprintf(f, "</tr>\n");
 }
@@ -323,19 +293,21 @@ static double mean_after_first(const Run *run, const char *key) {
     double s = 0;
     int n = 0;
     for (int i = run->train.n > 1 ? 1 : 0; i < run->train.n; i++) {
-        double v = num(run->train.r[i], key);
+        double v = report_num(run->train.r[i], key);
         if (isfinite(v)) { s += v; n++; }
     }
     return n ? s / n : NAN;
 }
 
+void report_run_th(FILE *f, const Run *runs, int r, const char *suffix) {
+    fprintf(f, "<th><span class=\"swatch\" style=\"background:%s\"></span>", svg_color(r));
+    html_escape(f, runs[r].label);
+    fprintf(f, "%s</th>", suffix);
+}
+
 static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, const Names *tasks) {
     fprintf(f, "<table class=\"summary\">\n<tr><th></th>");
-    for (int r = 0; r < nruns; r++) {
-        fprintf(f, "<th><span class=\"swatch\" style=\"background:%s\"></span>", svg_color(r));
-        html_escape(f, runs[r].label);
-        fprintf(f, "</th>");
-    }
+    for (int r = 0; r < nruns; r++) report_run_th(f, runs, r, "");
     fprintf(f, "</tr>\n<tr><th>run directory</th>");
     for (int r = 0; r < nruns; r++) { fprintf(f, "<td class=\"path\">"); html_escape(f, runs[r].dir); fprintf(f, "</td>"); }
     fprintf(f, "</tr>\n<tr><th>model</th>");
@@ -372,7 +344,7 @@ static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, cons
     fprintf(f, "</tr>\n<tr><th>steps (done / planned)</th>");
     for (int r = 0; r < nruns; r++) {
         const Run *run = &runs[r];
-        double last = run->train.n ? num(run->train.r[run->train.n - 1], "step") : NAN;
+        double last = run->train.n ? report_num(run->train.r[run->train.n - 1], "step") : NAN;
         fprintf(f, "<td>");
         if (isfinite(last)) fprintf(f, "%.0f", last); else fprintf(f, "&ndash;");
         if (run->recipe) fprintf(f, " / %ld", recipe_total_steps(run->recipe));
@@ -383,9 +355,9 @@ static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, cons
     row_last(f, runs, nruns, "final training loss", 0, "loss", "%.4f");
     row_last(f, runs, nruns, "final LR", 0, "lr", "%.3g");
     fprintf(f, "<tr><th>mean tokens/s</th>");
-    for (int r = 0; r < nruns; r++) cell_num(f, mean_after_first(&runs[r], "tokens_per_s"), "%.0f");
+    for (int r = 0; r < nruns; r++) report_cell(f, mean_after_first(&runs[r], "tokens_per_s"), "%.0f");
     fprintf(f, "</tr>\n<tr><th>mean MFU</th>");
-    for (int r = 0; r < nruns; r++) cell_num(f, 100 * mean_after_first(&runs[r], "mfu"), "%.2f%%");
+    for (int r = 0; r < nruns; r++) report_cell(f, 100 * mean_after_first(&runs[r], "mfu"), "%.2f%%");
     fprintf(f, "</tr>\n");
     row_last(f, runs, nruns, "last eval step", 1, "step", "%.0f");
     row_last(f, runs, nruns, "held-out CE, macro", 1, "eval/macro/ce", "%.4f");
@@ -407,49 +379,6 @@ static void summary(FILE *f, const Run *runs, int nruns, const Names *sets, cons
     fprintf(f, "</tr>\n</table>\n");
 }
 
-// A record's row of a table: <tr>, the run, the record's step, `text` in a cell of class `cls`.
-static void row_begin(FILE *f, const char *label, const cJSON *o, const char *cls, const char *text) {
-    fprintf(f, "<tr><td>");
-    html_escape(f, label);
-    fprintf(f, "</td>");
-    cell_num(f, num(o, "step"), "%.0f");
-    fprintf(f, "<td class=\"%s\">", cls);
-    html_escape(f, text);
-    fprintf(f, "</td>");
-}
-
-static void alarms_table(FILE *f, const Run *runs, int nruns) {
-    int total = 0;
-    for (int r = 0; r < nruns; r++) total += runs[r].alarms.n;
-    if (!total) { fprintf(f, "<p>No alarms were recorded.</p>\n"); return; }
-    fprintf(f, "<table class=\"alarms\">\n<tr><th>run</th><th>step</th><th>alarm</th><th>details</th></tr>\n");
-    for (int r = 0; r < nruns; r++)
-        for (int i = 0; i < runs[r].alarms.n; i++) {
-            const cJSON *o = runs[r].alarms.r[i];
-            const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "alarm");
-            row_begin(f, runs[r].label, o, "alarm", cJSON_IsString(a) ? a->valuestring : "?");
-            fprintf(f, "<td>");
-            // Every other field, as key=value (the "why" text first when present).
-            const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "why");
-            if (!why) why = cJSON_GetObjectItemCaseSensitive(o, "message");
-            if (cJSON_IsString(why)) { html_escape(f, why->valuestring); fprintf(f, "<br>"); }
-            const cJSON *it;
-            cJSON_ArrayForEach(it, o) {
-                if (!it->string || it == why || it == a || !strcmp(it->string, "kind") || !strcmp(it->string, "step"))
-                    continue;
-                char *v = cJSON_PrintUnformatted(it);
-                fprintf(f, "<span class=\"kv\">");
-                html_escape(f, it->string);
-                fprintf(f, "=");
-                html_escape(f, v);
-                fprintf(f, "</span> ");
-                free(v);
-            }
-            fprintf(f, "</td></tr>\n");
-        }
-    fprintf(f, "</table>\n");
-}
-
 // Evaluations attached afterwards (`olmo eval RUN --attach`): one row per record, a column
 // per held-out set (CE) and per task (acc) that any of them has.
 static void attached_table(FILE *f, const Run *runs, int nruns) {
@@ -462,7 +391,7 @@ static void attached_table(FILE *f, const Run *runs, int nruns) {
                 const char *k = it->string, *slash = k ? strrchr(k, '/') : NULL;
                 if (slash && ((!strncmp(k, "eval/", 5) && !strcmp(slash, "/ce")) ||
                               (!strncmp(k, "task/", 5) && !strcmp(slash, "/acc"))))
-                    names_add(&cols, k, strlen(k));
+                    report_names_add(&cols, k, strlen(k));
             }
         }
     if (!total) {
@@ -475,141 +404,13 @@ static void attached_table(FILE *f, const Run *runs, int nruns) {
     for (int r = 0; r < nruns; r++)
         for (int i = 0; i < runs[r].attached.n; i++) {
             const cJSON *o = runs[r].attached.r[i], *ck = cJSON_GetObjectItemCaseSensitive(o, "checkpoint");
-            row_begin(f, runs[r].label, o, "path", cJSON_IsString(ck) ? ck->valuestring : "?");
-            cell_num(f, num(o, "seq_len"), "%.0f");
-            for (int c = 0; c < cols.n; c++) cell_num(f, num(o, cols.name[c]), "%.4f");
+            report_row_begin(f, runs[r].label, o, "path", cJSON_IsString(ck) ? ck->valuestring : "?");
+            report_cell(f, report_num(o, "seq_len"), "%.0f");
+            for (int c = 0; c < cols.n; c++) report_cell(f, report_num(o, cols.name[c]), "%.4f");
             fprintf(f, "</tr>\n");
         }
     fprintf(f, "</table>\n");
-    names_free(&cols);
-}
-
-// Downstream tasks as one table: per task and run, the last evaluated acc, len_norm and
-// gold bits per byte next to chance (task/<name>/chance: what guessing scores).
-static void tasks_table(FILE *f, const Run *runs, int nruns, const Names *tasks) {
-    if (!tasks->n) { fprintf(f, "<p>No downstream tasks were evaluated (eval.tasks, olmo eval --task).</p>\n"); return; }
-    fprintf(f, "<table class=\"tasks\">\n<tr><th>task</th><th>run</th><th>step</th><th>examples</th><th>acc</th>"
-               "<th>chance</th><th>acc - chance</th><th>len_norm</th><th>gold bits/byte</th></tr>\n");
-    char key[300];
-    for (int i = 0; i < tasks->n; i++)
-        for (int r = 0; r < nruns; r++) {
-            snprintf(key, sizeof key, "task/%s/acc", tasks->name[i]);
-            const cJSON *o = last_with(&runs[r].eval, key);
-            if (!o) continue;
-            double acc = num(o, key), v[4];
-            const char *m[4] = {"examples", "chance", "len_norm", "bpb"};
-            for (int k = 0; k < 4; k++) {
-                snprintf(key, sizeof key, "task/%s/%s", tasks->name[i], m[k]);
-                v[k] = num(o, key);
-            }
-            fprintf(f, "<tr><th>");
-            html_escape(f, tasks->name[i]);
-            fprintf(f, "</th><td>");
-            html_escape(f, runs[r].label);
-            fprintf(f, "</td>");
-            cell_num(f, num(o, "step"), "%.0f");
-            cell_num(f, v[0], "%.0f");
-            cell_num(f, acc, "%.3f");
-            cell_num(f, v[1], "%.3f");
-            fprintf(f, "<td%s>", isfinite(v[1]) && acc <= v[1] + 1e-9 ? " class=\"chance\"" : "");
-            if (isfinite(v[1])) fprintf(f, "%+.3f%s", acc - v[1], acc <= v[1] + 1e-9 ? " (at or below chance)" : "");
-            else fprintf(f, "&ndash;");
-            fprintf(f, "</td>");
-            cell_num(f, v[2], "%.3f");
-            cell_num(f, v[3], "%.3f");
-            fprintf(f, "</tr>\n");
-        }
-    fprintf(f, "</table>\n<p class=\"note\">chance: the accuracy of guessing, the mean over examples of 1 / "
-               "choices (recorded by olmo.c's evaluation since issue 37; &ndash; for older records).</p>\n");
-}
-
-// What a held-out set is to the run: "<source>.heldout.npy" (olmo prepare's held-out split)
-// of a source the run trains on is in-domain, of one it does not train on out of domain;
-// otherwise the set the memorization alarm watches is taken as in-domain.
-static const char *set_role(const Recipe *rc, const char *path, int watched, char *buf, size_t n) {
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    size_t bl = strlen(b), sl = strlen(".heldout.npy");
-    if (bl > sl && !strcmp(b + bl - sl, ".heldout.npy")) {
-        char src[256];
-        snprintf(src, sizeof src, "%.*s.npy", (int)(bl - sl), b);
-        int trained = 0;
-        for (int k = 0; k < rc->n_paths + rc->n_sources && !trained; k++) {
-            const char *t = k < rc->n_paths ? rc->paths[k] : rc->sources[k - rc->n_paths];
-            const char *tb = strrchr(t, '/');
-            trained = !strcmp(tb ? tb + 1 : t, src);
-        }
-        snprintf(buf, n, "%s: held-out documents of source %.*s, %s", trained ? "in-domain" : "out of domain",
-                 (int)(bl - sl), b, trained ? "which the run trains on" : "which the run does not train on");
-    } else snprintf(buf, n, "%s", watched ? "in-domain (the set the memorization alarm watches)" : "another held-out set");
-    if (watched) snprintf(buf + strlen(buf), n - strlen(buf), "%s", "; the memorization alarm compares its CE with the "
-                                                                     "training loss");
-    return buf;
-}
-
-// What each held-out set is: its file (the recipe's eval.sets), documents and tokens scored,
-// the length it was evaluated at, and whether the memorization alarm watches it.
-static void sets_table(FILE *f, const Run *runs, int nruns) {
-    fprintf(f, "<table class=\"sets\">\n<tr><th>run</th><th>set</th><th>file</th><th>documents</th>"
-               "<th>tokens scored</th><th>evaluated at</th><th>role</th></tr>\n");
-    int any = 0;
-    for (int r = 0; r < nruns; r++) {
-        const Recipe *rc = runs[r].recipe;
-        for (int i = 0; rc && i < rc->n_eval_sets; i++) {
-            const char *spec = rc->eval_sets[i], *eq = strchr(spec, '=');
-            char name[128];
-            if (eq) snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
-            else {
-                const char *b = strrchr(spec, '/');
-                snprintf(name, sizeof name, "%s", b ? b + 1 : spec);
-                char *dot = strstr(name, ".heldout.npy");
-                if (!dot) dot = strstr(name, ".npy");
-                if (dot) *dot = 0;
-            }
-            char kd[200], kt[200];
-            snprintf(kd, sizeof kd, "eval/%s/docs", name);
-            snprintf(kt, sizeof kt, "eval/%s/tokens", name);
-            const cJSON *o = last_with(&runs[r].eval, kd);
-            const int watched = rc->memo_set[0] ? !strcmp(rc->memo_set, name) : i == 0;
-            fprintf(f, "<tr><td>");
-            html_escape(f, runs[r].label);
-            fprintf(f, "</td><th>");
-            html_escape(f, name);
-            fprintf(f, "</th><td class=\"path\">");
-            html_escape(f, eq ? eq + 1 : spec);
-            fprintf(f, "</td>");
-            cell_num(f, o ? num(o, kd) : NAN, "%.0f");
-            cell_num(f, o ? num(o, kt) : NAN, "%.0f");
-            char role[600];
-            fprintf(f, "<td>%d tokens</td><td>", rc->seq_len);
-            html_escape(f, set_role(rc, eq ? eq + 1 : spec, watched, role, sizeof role));
-            fprintf(f, "</td></tr>\n");
-            any = 1;
-        }
-    }
-    fprintf(f, "</table>\n");
-    if (!any) fprintf(f, "<p>No recipe names held-out sets (eval.sets).</p>\n");
-    fprintf(f, "<p class=\"note\">Held-out documents are never trained on: <code>olmo prepare</code> holds out a "
-               "fraction of every source's documents by a hash of their text (in-domain), and a set may also be a whole "
-               "source the recipe does not train on (out of domain). Each document is one instance cut to the length "
-               "it is evaluated at (train.seq_len), so a set's CE at 1024 tokens is not comparable with its CE at "
-               "256: the charts show each length apart.</p>\n");
-}
-
-// What the alarms compare, from each run's recipe (alarm.*).
-static void alarms_explained(FILE *f, const Run *runs, int nruns) {
-    for (int r = 0; r < nruns; r++) {
-        const Recipe *rc = runs[r].recipe;
-        if (!rc) continue;
-        const char *set = rc->memo_set[0] ? rc->memo_set : rc->n_eval_sets ? "the first of eval.sets" : "(no set)";
-        fprintf(f, "<p class=\"note\"><b>");
-        html_escape(f, runs[r].label);
-        fprintf(f, "</b>: the memorization alarm fires when, over the last %d evaluations, the training loss fell by "
-                   "at least %.3g nats while the held-out CE of ", rc->memo_k, rc->memo_drop);
-        html_escape(f, set);
-        fprintf(f, " fell by less than %.3g x that (data repeated or memorized: docs/report.md). The loader's repeat "
-                   "accounting (repeat per source) is in the run's log.</p>\n", rc->memo_ratio);
-    }
+    report_names_free(&cols);
 }
 
 // Stages on one axis: a run that starts from an earlier run's weights (train.load_path: its
@@ -626,8 +427,8 @@ static void stage_offsets(Run *runs, int nruns, Report *rp) {
             size_t n = qd ? strlen(qd) : 0;
             if (qd && !strncmp(lp, qd, n) && (lp[n] == 0 || lp[n] == '/')) {
                 const RecList *t = &runs[q].train;
-                runs[r].tok_off = runs[q].tok_off + (t->n ? num(t->r[t->n - 1], "tokens") : 0);
-                runs[r].step_off = runs[q].step_off + (t->n ? num(t->r[t->n - 1], "step") : 0);
+                runs[r].tok_off = runs[q].tok_off + (t->n ? report_num(t->r[t->n - 1], "tokens") : 0);
+                runs[r].step_off = runs[q].step_off + (t->n ? report_num(t->r[t->n - 1], "step") : 0);
                 rp->vlines = xrealloc(rp->vlines, sizeof(double) * (size_t)(rp->nvlines + 1));
                 rp->vlabels = xrealloc(rp->vlabels, sizeof(char *) * (size_t)(rp->nvlines + 1));
                 rp->vlines[rp->nvlines] = rp->xaxis == X_TOKENS ? runs[r].tok_off : runs[r].step_off;
@@ -656,7 +457,9 @@ static const char *CSS =
     ".chart{border:1px solid #ddd;background:#fff;width:100%;height:auto}\n"
     "table{max-width:100%;overflow-x:auto;display:block}\n"
     "@media (max-width:600px){body{margin:8px}.charts{grid-template-columns:1fr}}\n"
-    "p.note{font-size:13px;color:#555}td.chance{color:#b00}\n";
+    "p.note{font-size:13px;color:#555}td.chance{color:#b00}td.quiet{color:#2a7a2a}\n"
+    "table.alarmpanel td,table.sets td{max-width:420px}div.rule{font-weight:normal;font-size:11px;color:#555;"
+    "max-width:300px}\n";
 
 int cmd_report(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
@@ -717,22 +520,31 @@ int cmd_report(int argc, char **argv) {
     fprintf(f, "</h1>\n<p class=\"note\">Written by <code>olmo report</code> from each run's metrics.jsonl and "
                "recipe.yml. Series are overlaid per metric, one color per run; dashed lines are held-out.</p>\n");
 
-    Report rp = {f, runs, nruns, 0, 0, xstep ? X_STEP : X_TOKENS, 0, NULL, NULL, 0};
+    Report rp = {f, runs, nruns, 0, 0, xstep ? X_STEP : X_TOKENS, 0, 0, NULL, NULL, 0};
     stage_offsets(runs, nruns, &rp);
+    report_alarm_views(runs, nruns);
     fprintf(f, "<h2>Summary</h2>\n");
     summary(f, runs, nruns, &sets, &tasks);
     fprintf(f, "<h2>Alarms</h2>\n");
-    alarms_table(f, runs, nruns);
-    alarms_explained(f, runs, nruns);
+    report_alarms_panel(f, runs, nruns);
+    fprintf(f, "<div class=\"charts\">\n");
+    rp.also_same = 1;
+    chart_by_T(&rp, "What the memorization alarm compares", "nats", 1, "alarm/train_loss", "alarm/heldout_ce");
+    rp.also_same = 0;
+    chart_by_T(&rp, "Its gap: held-out CE - training loss", "nats", 1, "alarm/gap", NULL);
+    fprintf(f, "</div>\n");
     fprintf(f, "<h2>Held-out sets: what each one is</h2>\n");
-    sets_table(f, runs, nruns);
+    report_sets_table(f, runs, nruns);
+
+    fprintf(f, "<h2>Downstream tasks</h2>\n");
+    report_tasks(f, runs, nruns, &tasks);
 
     char key[256];
     fprintf(f, "<h2>Training loss</h2>\n<div class=\"charts\">\n");
     chart(&rp, "Training loss", "loss (nats)", 0, "loss", NULL);
     // The memorization view: training loss next to in-domain held-out CE.
     const char *held = NULL;
-    for (int r = 0; r < nruns && !held; r++) if (last_with(&runs[r].eval, "eval/macro/ce")) held = "eval/macro/ce";
+    for (int r = 0; r < nruns && !held; r++) if (report_last_with(&runs[r].eval, "eval/macro/ce")) held = "eval/macro/ce";
     if (!held && sets.n) { snprintf(key, sizeof key, "eval/%s/ce", sets.name[0]); held = key; }
     if (held) chart_by_T(&rp, "Training loss and held-out CE", "nats", 0, "loss", held);
     fprintf(f, "</div>\n");
@@ -741,13 +553,16 @@ int cmd_report(int argc, char **argv) {
     chart_by_T(&rp, "Held-out CE, macro over sets", "CE (nats)", 1, "eval/macro/ce", NULL);
     chart_by_T(&rp, "Held-out perplexity, macro (log scale)", "PPL", 1, "eval/macro/ppl", NULL);
     chart_by_T(&rp, "Held-out bits per byte, macro", "bits/byte", 1, "eval/macro/bpb", NULL);
-    static const char *set_metrics[][2] = {{"ce", "CE (nats)"}, {"ppl", "perplexity (log scale)"}, {"bpb", "bits per byte"}};
-    chart_each(&rp, "eval", &sets, set_metrics);
+    for (int i = 0; i < sets.n; i++) {   // CE only: a set's PPL and bits per byte follow it (the sets table)
+        char tag[64], t[512];
+        report_set_tag(runs, nruns, sets.name[i], tag, sizeof tag);
+        snprintf(key, sizeof key, "eval/%s/ce", sets.name[i]);
+        snprintf(t, sizeof t, "%s%s%s%s: CE (nats)", sets.name[i], tag[0] ? " (" : "", tag, tag[0] ? ")" : "");
+        chart_by_T(&rp, t, "CE (nats)", 1, key, NULL);
+    }
     if (!sets.n) fprintf(f, "<p>No perplexity sets were evaluated (eval.sets).</p>\n");
     fprintf(f, "</div>\n");
 
-    fprintf(f, "<h2>Downstream tasks</h2>\n");
-    tasks_table(f, runs, nruns, &tasks);
     fprintf(f, "<h2>Evaluations attached with olmo eval --attach</h2>\n");
     attached_table(f, runs, nruns);
 
@@ -768,8 +583,8 @@ int cmd_report(int argc, char **argv) {
            buflen);
     free(buf);
     free(outpath);
-    names_free(&sets);
-    names_free(&tasks);
+    report_names_free(&sets);
+    report_names_free(&tasks);
     for (int i = 0; i < rp.nvlines; i++) free(rp.vlabels[i]);
     free(rp.vlines);
     free(rp.vlabels);

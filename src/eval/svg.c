@@ -1,4 +1,4 @@
-// svg.c: inline-SVG line charts (see svg.h).
+// svg.c: inline-SVG line and bar charts (see svg.h).
 #include "eval/svg.h"
 
 #include <math.h>
@@ -183,4 +183,54 @@ static void chart_lin(FILE *f, const SvgChart *c, const SvgSeries *s, int ns) {
     fprintf(f, "</g>\n</svg>\n");
 #undef PX
 #undef PY
+}
+
+void svg_bars(FILE *f, const SvgBars *b) {
+    const int W = b->width, bar = 12, gap = 10, ml = 150, mr = 56, mt = 46, mb = 40;
+    const int pw = W - ml - mr, gh = b->nseries * bar + gap;
+    const int H = mt + b->ngroups * gh + mb;
+#define BX(v) (ml + (v) * pw)
+    fprintf(f, "<svg class=\"chart bars\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"", W, H,
+            W, H);
+    html_escape(f, b->title);
+    fprintf(f, "\">\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
+    fprintf(f, "<text x=\"%d\" y=\"18\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">", W / 2);
+    html_escape(f, b->title);
+    fprintf(f, "</text>\n<g font-size=\"11\">\n");
+    for (int s = 0, lx = 20; s < b->nseries; s++) {   // legend: one row, as many as fit
+        fprintf(f, "<rect x=\"%d\" y=\"28\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"37\">", lx,
+                b->colors[s], lx + 16);
+        html_escape(f, b->labels[s]);
+        fprintf(f, "</text>\n");
+        lx += 30 + 7 * (int)strlen(b->labels[s]);
+    }
+    for (int t = 0; t <= 4; t++)   // grid at 0, 0.25, .., 1
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/><text x=\"%.1f\" y=\"%d\" "
+                   "text-anchor=\"middle\" fill=\"#333\">%.2f</text>\n", BX(t / 4.0), mt, BX(t / 4.0), H - mb,
+                BX(t / 4.0), H - mb + 15, t / 4.0);
+    for (int g = 0; g < b->ngroups; g++) {
+        const int y0 = mt + g * gh + gap / 2;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", ml - 6, y0 + b->nseries * bar / 2 + 4);
+        html_escape(f, b->groups[g]);
+        fprintf(f, "</text>\n");
+        for (int s = 0; s < b->nseries; s++) {
+            const double v = b->v[g * b->nseries + s];
+            if (!isfinite(v)) continue;
+            const double c = v < 0 ? 0 : v > 1 ? 1 : v;
+            fprintf(f, "<rect data-series=\"");
+            html_escape(f, b->ids[g * b->nseries + s]);
+            fprintf(f, "\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/><text x=\"%.1f\" y=\"%d\" "
+                       "fill=\"#333\">%.3f</text>\n", ml, y0 + s * bar, c * pw, bar - 2, b->colors[s], BX(c) + 4,
+                    y0 + s * bar + bar - 3, v);
+        }
+        if (isfinite(b->ref[g]))
+            fprintf(f, "<line class=\"ref\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\" "
+                       "stroke-width=\"2\"/>\n", BX(b->ref[g]), y0 - 3, BX(b->ref[g]), y0 + b->nseries * bar + 1);
+    }
+    fprintf(f, "</g>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", ml, mt, pw,
+            H - mt - mb);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">", ml + pw / 2.0, H - 8);
+    html_escape(f, b->xlabel);
+    fprintf(f, "</text>\n</svg>\n");
+#undef BX
 }
