@@ -77,7 +77,7 @@ echo "ok 3: banner warnings"
 # 4. the 7B recipe's eval section: paths resolve under eval.base_dir with {TOKENIZER}
 grep -c "v3_small_{TOKENIZER}" configs/olmo3-7b-stage1.yml configs/olmo3-7b-stage2.yml configs/olmo3-7b-stage3.yml \
   | grep -v ":11$" && fail "a 7B recipe does not list the 11 v3-small-ppl-validation sets"
-TINY=(model.preset=olmo3-tiny train.seq_len=32 train.global_batch=2 train.micro_batch=2 train.max_steps=1
+TINY=(train.backend=cpu model.preset=olmo3-tiny train.seq_len=32 train.global_batch=2 train.micro_batch=2 train.max_steps=1
       train.precision=fp32 data.mix= data.sources="$T/tok.npy" eval.eos_id=999 perf.peak_flops=1e11 ckpt.interval=0)
 rc=0; "$OLMO" train configs/olmo3-7b-stage1.yml "${TINY[@]}" train.run_dir="$T/7b-nofiles" >"$T/4a.out" 2>"$T/4a.err" || rc=$?
 [ $rc = 2 ] && grep -q "cannot read /data/ai2-llm/eval-data/perplexity/v3_small_dolma2-tokenizer/c4_en/val/part-0-00000.npy" "$T/4a.err" \

@@ -11,20 +11,14 @@
 #    CE of a run on instances 0-3 alone times 4 (T - 1) / (4 (T - 1) + 4 T), within 1e-6
 #    relative (fp32 sums over 4 x 31 tokens, summed in another micro-batch order: a few ulp).
 #    A batch whose instances are all filtered has CE 0. Bad settings exit 2 naming the key.
-import os, random, struct, subprocess, sys, tempfile, json
+import json, os, random, struct, subprocess, sys
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import OLMO, ROOT, check, finish, tmpdir  # noqa: E402 (after the path)
+
+TMP = tmpdir("instfilter_")
 BUILD = os.environ.get("OLMO_BUILD", os.path.join(ROOT, "build"))
-OLMO = os.environ.get("OLMO_BIN", os.path.join(BUILD, "olmo"))
-TMP = tempfile.mkdtemp()
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(("ok   " if ok else "FAIL ") + what)
-    fails += 0 if ok else 1
 
 
 # ---- OLMo-core's find_periodic_sequences, ported from utils.py:607-718 ----------------------
@@ -148,4 +142,4 @@ for over, key in (("data.repetition_max_count=2", "data.repetition_max_count"),
     p, _ = train("bad", both, 8, "data.instance_filter=true", over)
     check(p.returncode == 2 and key in p.stderr, f"{over}: exit {p.returncode}, names {key}")
 
-sys.exit(1 if fails else 0)
+finish("test_instance_filter", TMP)

@@ -7,18 +7,12 @@
 # number of every train and eval record of metrics.jsonl is a scalar with its step and the
 # value rounded to float32 (simple_value is a float), nothing else is. train.tensorboard=false
 # writes no tb directory.
-import glob, json, os, random, struct, subprocess, sys, tempfile
+import glob, json, os, random, struct, subprocess, sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLMO = os.environ.get("OLMO_BIN", os.path.join(ROOT, "build", "olmo"))
-TMP = tempfile.mkdtemp()
-fails = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import OLMO, ROOT, check, finish, tmpdir  # noqa: E402 (after the path)
 
-
-def check(ok, what):
-    global fails
-    print(("ok   " if ok else "FAIL ") + what)
-    fails += 0 if ok else 1
+TMP = tmpdir("tboard_")
 
 
 # CRC-32C (Castagnoli, reflected 0x82F63B78), bitwise, and TFRecord's mask
@@ -147,4 +141,4 @@ run2 = os.path.join(TMP, "off")
 r3 = subprocess.run([OLMO, "train", yml, f"train.run_dir={run2}", "train.tensorboard=false", "train.max_steps=2"],
                     capture_output=True, text=True, env=env)
 check(r3.returncode == 0 and not os.path.exists(os.path.join(run2, "tb")), "train.tensorboard=false: no tb directory")
-sys.exit(1 if fails else 0)
+finish("test_tensorboard", TMP)
