@@ -6,6 +6,8 @@
 #  - a run killed with SIGKILL leaves its lock; the next run takes it over with a message
 #    naming the dead pid and finishes; a normal end removes the lock;
 #  - a lock from another host is refused (its pid cannot be checked), saying how to remove it;
+#  - under mpirun, a rank that does not see rank 0's run_dir (a mount namespace hides it) or
+#    reads other data stops the run naming its rank and host (skipped without unshare -m);
 #  - SIGHUP (a closed ssh session) and SIGUSR1 stop a run as SIGTERM does (tests/test_resume.sh):
 #    the step finishes, a checkpoint is written, exit 0, and the rerun ends bitwise equal to a
 #    run never stopped.
@@ -32,6 +34,38 @@ set +e; "$OLMO" train "$TMP/r.yml" train.run_dir=$L >$TMP/foreign.log 2>&1; rc=$
 [ $rc = 2 ] && grep -q "pid 4242 on host elsewhere.example.*remove the file" $TMP/foreign.log || fail "foreign lock: exit $rc: $(cat $TMP/foreign.log)"
 rm $L/.lock
 echo "lock: a second run refused (exit 2, nothing written), a SIGKILL'd holder's lock taken over, a foreign host's refused"
+
+# Every rank must see rank 0's run_dir and data (a filesystem the hosts share). Rank 1 runs in
+# its own mount namespace: an empty tmpfs over the run_dir's parent, or another file bound over
+# the token file; the run stops with exit 2 naming rank 1 and its host.
+if unshare -m true 2>/dev/null; then
+  cat > $TMP/rank1.sh <<'SH'
+#!/usr/bin/env bash
+# rank1.sh MODE ARG CMD...: rank 1 runs CMD with ARG hidden (MODE hide: a tmpfs over the
+# directory ARG) or replaced (MODE bind: ARG=NEW:OLD, NEW bound over OLD); rank 0 as is.
+mode=$1 arg=$2; shift 2
+[ "$OMPI_COMM_WORLD_RANK" = 1 ] || exec "$@"
+if [ $mode = hide ]; then exec unshare -m bash -c 'mount -t tmpfs none "$0" && exec "${@}"' "$arg" "$@"; fi
+exec unshare -m bash -c 'mount --bind "${0%%:*}" "${0#*:}" && exec "${@}"' "$arg" "$@"
+SH
+  chmod +x $TMP/rank1.sh
+  mkdir -p $TMP/hidden
+  set +e
+  mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 $TMP/rank1.sh hide $TMP/hidden \
+    "$OLMO" train "$TMP/r.yml" train.run_dir=$TMP/hidden/run train.max_steps=2 >$TMP/hide.log 2>&1; rc=$?
+  /usr/bin/python3 -c "import struct; open('$TMP/other.npy','wb').write(struct.pack('<50000I', *[i % 1000 for i in range(50000)]))"
+  mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 $TMP/rank1.sh bind $TMP/other.npy:$TMP/tok.npy \
+    "$OLMO" train "$TMP/r.yml" train.run_dir=$TMP/D train.max_steps=2 >$TMP/data.log 2>&1; rc2=$?
+  set -e
+  [ $rc != 0 ] && grep -q "rank 1 on host $host does not see the run_dir rank 0 sees: $TMP/hidden/run" $TMP/hide.log \
+    || fail "a rank without rank 0's run_dir: exit $rc: $(grep -v '^step\|^loader\|^  source' $TMP/hide.log | tail -5)"
+  [ $rc2 != 0 ] && grep -q "rank 1 on host $host reads other data than rank 0" $TMP/data.log \
+    || fail "a rank with other data: exit $rc2: $(tail -5 $TMP/data.log)"
+  [ ! -e $TMP/D/metrics.jsonl ] || fail "the data mismatch wrote into run_dir"
+  echo "shared: a rank that does not see rank 0's run_dir, or reads other data, stops the run naming rank and host"
+else
+  echo "SKIP (shared run_dir check): no mount namespaces here (unshare -m)"
+fi
 
 S2=$TMP/S2
 train $S2 train.max_steps=150 ckpt.interval=1000 || fail "straight 150"

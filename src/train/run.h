@@ -53,6 +53,7 @@ typedef struct {
     const char *recipe_path;    // for the banner
     int rank, W;
     int locked;                 // rank 0 holds run_dir/.lock (io/run_lock.h)
+    int shared_checked;         // run_check_shared has run on an existing run_dir
     int T, GB, MB, local_batch, micro_per_rank;
     long total_steps;
     const BackendIface *bimpl;  // train.backend (backend.h)
@@ -117,6 +118,13 @@ void save_checkpoint(Run *u, long step, double lr);
 
 // runlog.c
 // MFU's ceiling: sets u->peak and u->peak_desc (rank 0) and fills the job's cores.
+// run_dir.c: rank 0 takes run_dir/.lock when the directory exists (every rank fails together
+// when another run holds it); every rank sees the run_dir rank 0 sees, once it exists (rank 0
+// writes a token, each rank reads it back; a rank that cannot exits 2 naming its rank and
+// host, with all the others); every rank's data has rank 0's fingerprint. All collective.
+void run_take_lock(Run *u);
+void run_check_shared(Run *u);
+void run_check_data(Run *u);
 // Every rank's peak resident memory (collective): a "memory" record and a line on rank 0.
 void run_memory_report(Run *u, long step);
 void run_peak(Run *u, JobCores *jc);

@@ -47,20 +47,6 @@ static void catch_stop_signals(void) {
     sigaction(SIGUSR1, &sa, NULL);
 }
 
-// Rank 0 takes run_dir/.lock (io/run_lock.h) when the directory exists; every rank fails
-// together when another run holds it.
-static void run_take_lock(Run *u) {
-    int held = 0;
-    if (u->rank == 0 && access(u->r->run_dir, F_OK) == 0) {
-        held = run_lock_acquire(u->r->run_dir, u->msg, sizeof u->msg) != 0;
-        if (!held) {
-            u->locked = 1;
-            if (u->msg[0]) printf("%s\n", u->msg);
-        }
-    }
-    if (dist_any(held)) fail_all(u->rank, 2, u->msg);
-}
-
 // Rank 0 prints a message; every rank leaves with `code` (all ranks reach this together).
 void fail_all(int rank, int code, const char *msg) {
     if (rank == 0) fprintf(stderr, "olmo: error: %s\n", msg);
@@ -100,7 +86,9 @@ static void run_open_inputs(Run *u) {
     u->loader = loader_create(&u->lc);
     u->ev = u->rank == 0 && !r->eval_off ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
-    run_take_lock(u);   // before the first write into run_dir
+    run_check_data(u);   // every rank reads the same data
+    run_take_lock(u);    // before the first write into run_dir
+    run_check_shared(u); // every rank sees the run_dir rank 0 sees (when it exists already)
     if (u->rank == 0) ckpt_clean_temp(r->run_dir);
     dist_barrier();
     u->resume = ckpt_resolve(r->run_dir, r->resume, u->ckpt_dir, sizeof u->ckpt_dir, u->msg, sizeof u->msg);
@@ -303,6 +291,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
     JobCores jc;
     run_peak(u, &jc);
     if (u->rank == 0) run_open_outputs(u, &jc);
+    run_check_shared(u);   // a run_dir rank 0 created just now
     catch_stop_signals();
     run_eval_open(u);
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
