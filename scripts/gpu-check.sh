@@ -41,6 +41,8 @@
 #                bwd at windows 8192 and 4096, norms, RoPE, SwiGLU, the qkv and MLP-up
 #                matmuls, one layer's AdamW), cudaEvents, 3 reps after 1 warm-up;
 #                appended to bench_ours.log                                         30 s
+#   bench_torch  HF Olmo3, 16 layers, eager (45 s); torch.compile only with the time
+#                left after everything else (last), at most 60 s (else skipped, said so)
 #   sdpa         scripts/gpu_attn_sdpa.py: torch's flash SDPA, fwd and bwd, B 1, 32
 #                heads, T 8192, D 128, causal; appended to bench_torch.log          30 s
 #   predict      the measured attention times beside scripts/gpu_cost_model.sh's counted
@@ -49,8 +51,6 @@
 #                dK/dV, dQ) of one ops_bench pass at T 4096: time, shared-memory
 #                wavefronts and bank conflicts (the cost model's counts), tensor-pipe
 #                instructions, occupancy, registers; appended to bench_ours.log      60 s
-#   bench_torch  HF Olmo3, 16 layers, eager (45 s); torch.compile only with the time
-#                left after everything else, at most 60 s (else skipped, said so)
 # Multi-rank NCCL is not exercised: NCCL refuses two ranks on one device and the session
 # has one GPU (the prebuilt binaries are MPI=0). Every failing step's log tail goes into
 # the summary. Writes OUTDIR/{env,build,test_cuda,test_cuda_sh,hf_compare,bench_ours,
@@ -230,6 +230,9 @@ awk -F', *' 'NF >= 5 {n++; if ($1 > m) m = $1; t = $2; if (!lo || $3 < lo) lo = 
   END {if (n) printf "  nvidia-smi (%d samples): peak memory in use %d of %d MiB; SM clock %d-%d MHz; peak power %.0f W\n", n, m, t, lo, hi, p}' "$SMI_LOG" | tee -a "$S"
 rm -f "$SMI_LOG"
 excerpt bench_ours "^MEASURE|^MEMORY" 16
+eager=0
+run bench_torch 45 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2 --no-compile || eager=$?
+# (after the eager run, which starts bench_torch.log afresh)
 { echo; echo "==== flash SDPA (torch), B 1, 32 heads, T 8192, D 128, causal"; } >>"$OUT/bench_torch.log"
 APPEND=1 LOG=bench_torch run sdpa 30 env PYTHONUNBUFFERED=1 python3 scripts/gpu_attn_sdpa.py --T 8192 --reps 3
 excerpt bench_torch "^SDPA|^torch |Error" 4
@@ -261,8 +264,6 @@ if [ -n "$NCU" ]; then
 else
   note "[ncu] Nsight Compute not found on this machine: not run"
 fi
-eager=0
-run bench_torch 45 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2 --no-compile || eager=$?
 l=$(left)
 if [ "$eager" != 0 ]; then
   note "[bench_torch] torch.compile skipped: the eager run failed"
