@@ -523,7 +523,9 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
                 Dq[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
             }
             __syncthreads();
-            if (w_lo >= Tn || q0 + WQ - 1 < w_lo || q0 > w_hi + window - 1) continue;   // no query sees these keys
+            // no query of the tile sees these keys (past their window; the tiles start at the
+            // key tile's own, so the last query is never before the warp's first key)
+            if (w_lo >= Tn || q0 > w_hi + window - 1) continue;
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
                 FragC a1, a2;
