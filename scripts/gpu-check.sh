@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # gpu-check.sh OUTDIR: the one prepared GPU session for the CUDA backend (docs/cuda.md).
-# Runs on a machine with one NVIDIA GPU (an H200 here). The whole check fits in 6 minutes
-# (BUDGET_S = 345 s: every step's limit is cut to what is left of it), so a 15-minute
-# device session can rerun it once after a fix. Steps, each under its own time limit:
-#   env          nvidia-smi, nvcc, torch/transformers versions                    10 s
+# Runs on a machine with one NVIDIA GPU (an H200 here). The whole check fits in 7.5 minutes
+# (BUDGET_S = 450 s: every step's limit is cut to what is left of it), so a 15-minute
+# device session can rerun it once after a fix. NEVER RUN ON A GPU in its current form
+# (the ops bench, SDPA, ncu and prediction steps were added without a device). Steps, each
+# under its own time limit:
+#   env          nvidia-smi, nvcc, torch/transformers versions, clocks (SM, memory:
+#                current and maximum), power, temperature                          10 s
 #   build        prebuilt binaries from build-gpu-prebuilt/ (made here with --prepare and
 #                carried); without them `make BUILD=build-gpu MPI=0 NCCL=0` on the GPU
 #                machine (200 s: that case does not fit the 5 minutes)            15 s
@@ -30,10 +33,24 @@
 #                YaRN (CPU logits, full layers only) vs HF's Olmo3 YaRN: one HF_YARN line
 #                (match | HF applies YaRN to all layers, the known transformers
 #                regression, reported but not failed | MISMATCH | ERROR)             40 s
-#   bench_ours   training step, T = 8192, micro-batch 1: the full OLMo 3 7B with activation
-#                recompute (55 s), and 7B width with 16 of its 32 layers (30 s)    90 s
+#   bench_ours   training step, T = 8192, micro-batch 1, 3 timed steps after 1 warm-up: the
+#                full OLMo 3 7B with activation recompute (70 s), and 7B width with 16
+#                of its 32 layers (40 s), nvidia-smi sampled meanwhile (peak device
+#                memory in use, SM / memory clocks under load)                    110 s
+#   ops_bench    tests/cuda_ops_bench: each op family alone at 7B shapes (attention fwd /
+#                bwd at windows 8192 and 4096, norms, RoPE, SwiGLU, the qkv and MLP-up
+#                matmuls, one layer's AdamW), cudaEvents, 3 reps after 1 warm-up;
+#                appended to bench_ours.log                                         30 s
 #   bench_torch  HF Olmo3, 16 layers, eager (45 s); torch.compile only with the time
-#                left after everything else, at most 60 s (else skipped, said so)
+#                left after everything else (last), at most 60 s (else skipped, said so)
+#   sdpa         scripts/gpu_attn_sdpa.py: torch's flash SDPA, fwd and bwd, B 1, 32
+#                heads, T 8192, D 128, causal; appended to bench_torch.log          30 s
+#   predict      the measured attention times beside scripts/gpu_cost_model.sh's counted
+#                predictions (docs/gpu_cost_model.txt) and beside SDPA
+#   ncu          where the machine has Nsight Compute: the attention kernels (fwd, Di,
+#                dK/dV, dQ) of one ops_bench pass at T 4096: time, shared-memory
+#                wavefronts and bank conflicts (the cost model's counts), tensor-pipe
+#                instructions, occupancy, registers; appended to bench_ours.log      60 s
 # Multi-rank NCCL is not exercised: NCCL refuses two ranks on one device and the session
 # has one GPU (the prebuilt binaries are MPI=0). Every failing step's log tail goes into
 # the summary. Writes OUTDIR/{env,build,test_cuda,test_cuda_sh,hf_compare,bench_ours,
@@ -57,7 +74,7 @@ if [ "${1:-}" = "--prepare" ]; then
   # libnccl (hundreds of MB) need not travel.
   CFLAGS="-O3 -march=x86-64-v3" LDFLAGS="-Wl,--disable-new-dtags -Wl,-rpath,'\$\$ORIGIN/../lib'" \
     make -s BUILD=build-gpu-obj MPI=0 CUDA=1 NCCL=0 -j"$(nproc)" all || exit 1
-  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_attention build-gpu-obj/tests/test_backend_ops build-gpu-obj/tests/test_cuemu build-gpu-obj/tests/test_cuda_bench "$P/bin/"
+  cp build-gpu-obj/olmo build-gpu-obj/tests/test_cuda build-gpu-obj/tests/test_cuda_attention build-gpu-obj/tests/test_backend_ops build-gpu-obj/tests/test_cuemu build-gpu-obj/tests/test_cuda_bench build-gpu-obj/tests/cuda_ops_bench "$P/bin/"
   strip "$P"/bin/*
   for b in "$P"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $3}'
@@ -71,7 +88,7 @@ fi
 S="$OUT/summary.txt"
 : >"$S"
 T_START=$(date +%s)
-BUDGET_S=${GPU_CHECK_BUDGET_S:-345}
+BUDGET_S=${GPU_CHECK_BUDGET_S:-450}
 FAILED=()
 note() { echo "$*" | tee -a "$S"; }
 left() { echo $(( BUDGET_S - ($(date +%s) - T_START) )); }
@@ -103,8 +120,10 @@ noskip() {
 }
 
 note "gpu-check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), budget ${BUDGET_S}s"
-run env 10 bash -c 'nvidia-smi; nvcc --version; python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; nproc; free -g'
+run env 10 bash -c 'nvidia-smi; nvcc --version; python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)"; nproc; free -g
+  nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu --format=csv'
 grep -m1 -E "H200|H100|NVIDIA" "$OUT/env.log" | tee -a "$S"
+grep -A1 -m1 "^clocks.sm" "$OUT/env.log" | sed 's/^/  idle: /' | tee -a "$S"
 note "multi-rank NCCL: not run (one GPU; NCCL refuses two ranks on one device; the binaries are MPI=0)"
 
 # ---- build (or prebuilt)
@@ -128,6 +147,7 @@ TC=$BIN/test_cuda; TB=$BIN/test_cuda_bench; TA=$BIN/test_cuda_attention
 [ -x "$TA" ] || TA=$BIN/tests/test_cuda_attention
 TE=$BIN/test_cuemu; [ -x "$TE" ] || TE=$BIN/tests/test_cuemu
 TO=$BIN/test_backend_ops; [ -x "$TO" ] || TO=$BIN/tests/test_backend_ops
+TOB=$BIN/cuda_ops_bench; [ -x "$TOB" ] || TOB=$BIN/tests/cuda_ops_bench
 export OLMO_BIN=$BIN/olmo
 export PYTHON=$(command -v python3)
 
@@ -194,12 +214,56 @@ rm -rf "$WORK"
 #     cuda` plans 129.7 GiB on one GPU (bf16 weights, one fp32 gradient, fp32 master +
 #     Adam, fp32 residual stream, one block's activations);
 # (b) 16 of the 32 layers without recompute, the side-by-side with PyTorch.
-run bench_ours 90 bash -c "timeout -k 5 55 '$TB' preset=olmo3-7b T=8192 B=1 steps=1 warmup=1 precision=bf16 recompute=1;
-  echo '---'; timeout -k 5 30 '$TB' preset=olmo3-7b layers=16 T=8192 B=1 steps=1 warmup=1 precision=bf16"
+# nvidia-smi every 500 ms while the benchmarks run: peak memory in use, clocks under load
+SMI_LOG=$(mktemp)
+nvidia-smi --query-gpu=memory.used,memory.total,clocks.sm,clocks.mem,power.draw --format=csv,noheader,nounits -lms 500 >"$SMI_LOG" 2>/dev/null &
+SMI_PID=$!
+run bench_ours 110 bash -c "timeout -k 5 70 '$TB' preset=olmo3-7b T=8192 B=1 steps=3 warmup=1 precision=bf16 recompute=1;
+  echo '---'; timeout -k 5 40 '$TB' preset=olmo3-7b layers=16 T=8192 B=1 steps=3 warmup=1 precision=bf16"
 noskip bench_ours
 excerpt bench_ours "RESULT|device:|^step|error|note|bench:" 14
+{ echo; echo "==== cuda_ops_bench T=8192 reps=3 (each op family alone, cudaEvents)"; } >>"$OUT/bench_ours.log"
+APPEND=1 LOG=bench_ours run ops_bench 30 "$TOB" T=8192 reps=3
+kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null
+{ echo; echo "==== nvidia-smi during the benchmarks (memory.used MiB, memory.total, clocks.sm MHz, clocks.mem, power W)"; cat "$SMI_LOG"; } >>"$OUT/bench_ours.log"
+awk -F', *' 'NF >= 5 {n++; if ($1 > m) m = $1; t = $2; if (!lo || $3 < lo) lo = $3; if ($3 > hi) hi = $3; if ($5 > p) p = $5}
+  END {if (n) printf "  nvidia-smi (%d samples): peak memory in use %d of %d MiB; SM clock %d-%d MHz; peak power %.0f W\n", n, m, t, lo, hi, p}' "$SMI_LOG" | tee -a "$S"
+rm -f "$SMI_LOG"
+excerpt bench_ours "^MEASURE|^MEMORY" 16
 eager=0
 run bench_torch 45 env PYTHONUNBUFFERED=1 python3 scripts/gpu_bench_torch.py --layers 16 --T 8192 --steps 2 --no-compile || eager=$?
+# (after the eager run, which starts bench_torch.log afresh)
+{ echo; echo "==== flash SDPA (torch), B 1, 32 heads, T 8192, D 128, causal"; } >>"$OUT/bench_torch.log"
+APPEND=1 LOG=bench_torch run sdpa 30 env PYTHONUNBUFFERED=1 python3 scripts/gpu_attn_sdpa.py --T 8192 --reps 3
+excerpt bench_torch "^SDPA|^torch |Error" 4
+# predicted (the counted cost model, docs/gpu_cost_model.txt) beside measured, per layer
+if [ -f docs/gpu_cost_model.txt ]; then
+  note "predict: attention per layer, ms: measured (ours) | predicted by the cost model ($(head -1 docs/gpu_cost_model.txt | sed 's/^# //; s/:.*//')) | flash SDPA"
+  for wl in "8192 full" "4096 sliding"; do
+    set -- $wl
+    meas_f=$(awk -v n="attn_fwd_w$1" '$1 == "MEASURE" && $2 == n {print $4}' "$OUT/bench_ours.log")
+    meas_b=$(awk -v n="attn_bwd_w$1" '$1 == "MEASURE" && $2 == n {print $4}' "$OUT/bench_ours.log")
+    pred_f=$(awk -v l="$2" '$1 == "PREDICT" && $2 == "attn_fwd" && $3 == l {print $5}' docs/gpu_cost_model.txt)
+    pred_b=$(awk -v l="$2" '$1 == "PREDICT" && ($2 == "attn_dkdv" || $2 == "attn_dq") && $3 == l {s += $5} END {if (NR) printf "%.3f", s}' docs/gpu_cost_model.txt)
+    sd_f=$(awk -v n="attn_fwd_w$1" '$1 == "SDPA" && $2 == n {print $4}' "$OUT/bench_torch.log")
+    sd_b=$(awk -v n="attn_bwd_w$1" '$1 == "SDPA" && $2 == n {print $4}' "$OUT/bench_torch.log")
+    note "  $2 (window $1): fwd ${meas_f:-?} | ${pred_f:-?} | ${sd_f:--}; bwd ${meas_b:-?} | ${pred_b:-?} (dK/dV + dQ, Di not modelled) | ${sd_b:--}"
+  done
+  grep "^PREDICT attention micro_batch" docs/gpu_cost_model.txt | sed 's/^/  /' | tee -a "$S"
+else
+  note "predict: docs/gpu_cost_model.txt missing (scripts/gpu_cost_model.sh writes it): no predictions to compare"
+fi
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  # one pass at T 4096: forward (warm-up + 1 timed) then the backward's Di, dK/dV, dQ
+  { echo; echo "==== ncu: attention kernels of cuda_ops_bench T=4096 reps=1"; } >>"$OUT/bench_ours.log"
+  APPEND=1 LOG=bench_ours run ncu 60 "$NCU" --kernel-name regex:attn_ --launch-count 5 --section SpeedOfLight --section LaunchStats \
+    --section Occupancy --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_pipe_tensor.sum,gpu__time_duration.sum \
+    "$TOB" T=4096 reps=1
+  excerpt bench_ours "attn_[a-z_]*wmma|attn_di|Duration|wavefronts_mem_shared|bank_conflicts|pipe_tensor|Registers Per|Achieved Occupancy|==PROF==|ERR" 40
+else
+  note "[ncu] Nsight Compute not found on this machine: not run"
+fi
 l=$(left)
 if [ "$eager" != 0 ]; then
   note "[bench_torch] torch.compile skipped: the eager run failed"

@@ -149,6 +149,12 @@ int main(int argc, char **argv) {
         {2, 129, 2, 1, 16, 70, 0},    // one row past two 64-row tiles, window > tile
         {1, 150, 2, 1, 32, 66, 0},    // window = 2 mod 64 (and mod 32): the first visible key is
                                       // the last of a tile, so an off-by-one first tile skips it
+        {1, 200, 2, 1, 64, 50, 0},    // window 50: query 64 (a tile's first) sees key 15 only of
+                                      // keys 0-15 (a warp's 16), row 112 key 63
+        {1, 130, 2, 1, 32, 2, 0},     // window 2: rows 64 and 128 see one key of the previous
+                                      // key tile (half their weight): the per-warp tile skip's
+                                      // bounds must be exact (with 50 keys a lost one hides
+                                      // under the bf16 tolerance)
     };
     for (const Shape &s : shapes) {
         unsetenv("OLMO_CUDA_ATTN");

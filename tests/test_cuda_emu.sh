@@ -4,7 +4,10 @@
 # each CUDA thread a fiber, cuBLASLt and NCCL-over-MPI in software), then runs
 #   0. tests/test_cuemu: the device semantics themselves (launches refused with the real
 #      error codes; barrier mismatches, early exits, out-of-bounds accesses and host
-#      pointers reported naming the kernel; a missing __syncwarp made visible);
+#      pointers reported naming the kernel; a missing __syncwarp made visible), then
+#      tests/test_cuemu_cost: the counted cost model (tests/cuemu/cost.cpp) on kernels
+#      whose bank conflicts and sectors are known by construction, and its table for the
+#      attention kernels at head dim 128, T = 256 (scripts/gpu_cost_model.sh: 7B shapes);
 #   1. tests/test_backend_ops (every op of kernels/ops.h, forward and backward, on the CPU
 #      and the emulated CUDA backend, fp32 and bf16, against the CPU fp32 kernels),
 #      tests/test_cuda_attention (the attention ops forward and backward against the CPU on
@@ -23,7 +26,7 @@ cd "$(dirname "$0")/.."
 B=build-emu
 command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_backend_ops $B/tests/test_cuemu >"$log" 2>&1; then
+if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_backend_ops $B/tests/test_cuemu $B/tests/test_cuemu_cost >"$log" 2>&1; then
   grep -v "pragma unroll" "$log" | tail -40
   echo "FAIL: the emulated build (make CUDA_EMU=1 BUILD=$B) failed"
   exit 1
@@ -31,6 +34,8 @@ fi
 export OMP_NUM_THREADS=1
 t0=$(date +%s)
 $B/tests/test_cuemu   # the emulation's own refusals and aborts (the cuemu: lines are its diagnostics)
+$B/tests/test_cuemu_cost          # the cost model's counter against known conflicts
+$B/tests/test_cuemu_cost table 256   # and what it counts for attention
 $B/tests/test_backend_ops
 $B/tests/test_cuda_attention
 $B/tests/test_cuda

@@ -32,6 +32,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "cuda_runtime.h"
+#include "cuemu_cost.h"
 #include "cuemu_internal.h"
 
 // ---------------------------------------------------------------------------------------
@@ -399,6 +401,41 @@ cudaError_t cudaDeviceSynchronize(void) {
     return cudaSuccess;
 }
 
+// Events: streams run synchronously, so an event records the host's clock when the work
+// issued before it is done (NCCL's pending work drained first); elapsed times are the
+// emulation's, not a device's.
+struct CUevent_st {
+    double t;
+    bool recorded;
+};
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    if (!e) return set_error(cudaErrorInvalidValue);
+    *e = new CUevent_st{0.0, false};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
+    bool ok;
+    CUstream_st *s = stream_of(st, &ok);
+    if (!ok || !e) return set_error(cudaErrorInvalidResourceHandle);
+    stream_drain(s, true);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->t = ts.tv_sec + ts.tv_nsec * 1e-9;
+    e->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle); }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if (!ms || !a || !b) return set_error(cudaErrorInvalidResourceHandle);
+    if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
+    *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
 // ---------------------------------------------------------------------------------------
 // copies and sets: every byte range checked against the direction
 // ---------------------------------------------------------------------------------------
@@ -595,6 +632,7 @@ void fail(const char *file, int line, const char *fmt, ...) {
 }
 
 unsigned lane_id() { return t_fiber->lane; }
+int current_thread() { return t_fiber ? (int)t_fiber->linear : -1; }
 
 void syncthreads(const char *file, int line) {
     Fiber *f = t_fiber;
@@ -792,6 +830,7 @@ static bool resolve_barrier(Worker *w) {
         report_stuck(w, m);
     }
     for (unsigned i = 0; i < n; i++) w->fibers[i].state = READY;
+    cost::flush();   // the accesses before the barrier are warp instructions now
     return true;
 }
 
@@ -813,6 +852,7 @@ static void run_block(Worker *w, Launch *L, unsigned long long blin) {
     w->static_used = 0;
     w->sites.clear();
     if (L->smem) memset(w->dyn_smem, kPoison, L->smem);
+    cost::block_begin(n, w->static_smem, w->dyn_smem, kMaxSmem);
     for (unsigned i = 0; i < n; i++) {
         Fiber *f = &w->fibers[i];
         f->pos.tid.x = i % b.x;
@@ -879,7 +919,7 @@ static void run_block(Worker *w, Launch *L, unsigned long long blin) {
         }
         unsigned done = 0;
         for (unsigned i = 0; i < n; i++) done += w->fibers[i].state == DONE;
-        if (done == n) return;
+        if (done == n) { cost::block_end(); return; }
         if (resolve_warps(w)) continue;
         if (resolve_barrier(w)) continue;
         report_stuck(w, "no thread can go on (deadlock)");
@@ -927,6 +967,7 @@ static void pool_thread(int) {
 static void runtime_init() {
     if (g_host_worker) return;
     order_init();
+    cost::init();
     g_host_worker = new Worker();
     t_worker = g_host_worker;
     worker_init(g_host_worker);
@@ -1009,6 +1050,14 @@ void launch_impl(const LaunchCfg &c, const char *name, const char *file, int lin
     L.smem = c.smem;
     const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
     Worker *hw = g_host_worker;
+    if (cost::g_on) {
+        std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+        {
+            std::lock_guard<std::mutex> gm(g_mem_mu);
+            for (auto &kv : g_allocs) ranges.push_back({(uintptr_t)kv.second.base, (uintptr_t)kv.second.base + kv.second.usable});
+        }
+        cost::launch_begin(ranges);
+    }
     // Block 0 alone first: a refusal found inside it (launch bounds, shared memory) comes
     // before any block has written anything.
     run_block(hw, &L, 0);
@@ -1039,6 +1088,7 @@ void launch_impl(const LaunchCfg &c, const char *name, const char *file, int lin
         }
     }
     hw->launch = nullptr;
+    cost::launch_end(name, (unsigned)nthreads, c.smem);
     check_canaries(name);
 }
 

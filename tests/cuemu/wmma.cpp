@@ -20,6 +20,7 @@ static float elem(const void *x, int bf, int i) {
 
 void mma_complete(cuemu::WarpOp **ops, unsigned mask) {
     if (mask != 0xffffffffu) cuemu::fail(__FILE__, __LINE__, "wmma::mma_sync needs the whole warp");
+    cuemu::cost::mma(1);
     MmaOp *o0 = (MmaOp *)ops[0];
     for (int l = 1; l < 32; l++) {
         MmaOp *o = (MmaOp *)ops[l];

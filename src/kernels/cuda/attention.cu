@@ -19,7 +19,7 @@
 // atomic-add backward, in exchange for bitwise-reproducible gradients).
 //
 // These are plain SIMT fp32 kernels (no tensor cores): correct and memory-lean, but far
-// slower than a wgmma/mma flash attention; docs/cuda.md says so.
+// slower than the tensor-core kernels below (bf16 mode); docs/cuda.md says so.
 #include <string.h>
 
 #include "kernels/cuda/ops.cuh"
@@ -110,18 +110,24 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_kernel(T *out, float *lse, 
     }
 }
 
-// Di[b,h,i] = sum_d dO * O (the softmax backward's row term).
+// Di[b,h,i] = sum_d dO * O (the softmax backward's row term): one warp a row (lanes over
+// d, coalesced; a thread a row read 32 rows D apart), summed lane-wise in d order, then a
+// fixed xor tree.
+#define DI_ROWS 8   // rows (warps) a block
 template <typename T>
 __global__ void attn_di_kernel(float *Di, const T *dout, const T *out, int B, int Tn, int NH, int D) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // over (b, i, h)
-    if (idx >= (size_t)B * Tn * NH) return;
+    const size_t idx = (size_t)blockIdx.x * DI_ROWS + threadIdx.x / 32;   // over (b, i, h)
+    const int lane = threadIdx.x % 32;
+    if (idx >= (size_t)B * Tn * NH) return;   // whole warps leave together
     int h = (int)(idx % NH);
     size_t bi = idx / NH;
     int i = (int)(bi % Tn), b = (int)(bi / Tn);
     const T *o = out + idx * D, *d_o = dout + idx * D;
     float acc = 0.0f;
-    for (int d = 0; d < D; d++) acc += tof(d_o[d]) * tof(o[d]);
-    Di[((size_t)b * NH + h) * Tn + i] = acc;
+    for (int d = lane; d < D; d += 32) acc += tof(d_o[d]) * tof(o[d]);
+#pragma unroll
+    for (int m = 16; m >= 1; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+    if (lane == 0) Di[((size_t)b * NH + h) * Tn + i] = acc;
 }
 
 template <typename T, int D>
@@ -245,14 +251,24 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
 
 // ---------------------------------------------------------------------------------------
 // Tensor-core (WMMA bf16 16x16x16, fp32 accumulate) kernels for the bf16 mode. Same
-// algorithm, tiles and determinism as the SIMT kernels above (fixed loop orders, no
-// atomics), with 64-row tiles and 4 warps per block, each warp owning 16 rows:
-//   forward  S = Q K^T (wmma) -> fp32 shared memory; online softmax by the warp's lanes
-//            (2 lanes per row); O (fp32, shared memory) rescaled, then O += P V (wmma,
-//            P rounded to bf16 as in FlashAttention-2).
-//   dK, dV   per key tile: S^T = K Q^T and dP^T = V dO^T (wmma), P^T and dS^T by the
-//            lanes, then dV += P^T dO and dK += dS^T Q into register accumulators.
-//   dQ       per query tile: S = Q K^T and dP = dO V^T, dS, then dQ += dS K.
+// algorithm and determinism as the SIMT kernels above (fixed loop orders, no atomics),
+// laid out on the counted cost model of the emulation (tests/cuemu/cost.cpp, docs/cuda.md
+// "Cost model"): padded shared tiles, lanes walking rotated columns, 16-byte tile loads
+// and output stores, operands reused from registers. Warps own 16 rows each:
+//   forward  128 query rows (8 warps) x 64-key tiles: Q fragments and the O accumulators
+//            in registers; S = Q K^T (wmma) -> the warp's fp32 slice; online softmax by
+//            the lanes; O rescaled in registers (frag_rows); O += P V (P rounded to bf16
+//            as in FlashAttention-2).
+//   dK, dV   per 64-key tile: S^T = K Q^T and dP^T = V dO^T (wmma), P^T and dS^T by the
+//            lanes (in place, bf16), then dV += P^T dO and dK += dS^T Q in registers.
+//   dQ       per 64-query tile: S = Q K^T and dP = dO V^T, dS, then dQ += dS K; Q, dO and
+//            dQ in registers.
+// The backward does 7 tile matmuls (S and dP in both kernels) where FlashAttention-2's
+// does 5: its dQ is an atomic (non-deterministic) sum; here determinism costs the
+// recompute. WMMA, not mma.sync PTX: the emulation executes WMMA (include/mma.h) and not
+// inline PTX, and on sm_80/sm_90 both issue the same HMMA instructions; what separated
+// these kernels from FlashAttention-2 was shared-memory traffic, which the layouts fix.
+// No cp.async double buffering (the emulation does not model it): the tile loads stall.
 // OLMO_CUDA_ATTN=simt selects the SIMT kernels instead (comparison, fallback).
 // ---------------------------------------------------------------------------------------
 #include <mma.h>
@@ -269,127 +285,205 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 
 __device__ __forceinline__ bf16 bzero() { return __float2bfloat16(0.0f); }
 
-// Load rows [r0, r0+rows) of a (B, T, heads, D) tensor's head `hh` into shared (rows, D).
+// Shared layouts are padded by 16 bytes a row: a bf16 tile's rows (ld D + 8) then start
+// 16 bytes further round the 32 banks each, so the 8 row pieces of each ldmatrix phase hit
+// 8 different bank groups (at ld D every row starts at bank 0: 8-way); an fp32 score tile
+// at ld 72 puts the 4 rows of an accumulator half-warp store 8 banks apart (at 64: 4-way).
+// The counted figures before/after are in docs/cuda.md ("Cost model").
+#define PADT(D) ((D) + 8)   // bf16 Q/K/V/dO tiles
+#define LDS (WK + 8)        // fp32 score tiles (S, dP), 64 columns
+#define LDP (WK + 8)        // bf16 probability tiles (P, dS), 64 columns
+
+// The lanes' walk over the 32 columns [half*32, half*32+32) of their row r in a tile of
+// leading dimension ld (fp32 words, or bf16 pairs): step s of lane `lane` takes column
+// half*32 + ((s + rot) & 31) with rot chosen so that at every step the 32 lanes (2 per row,
+// 16 rows) hit 32 different banks: one wavefront per step instead of 32.
+__device__ __forceinline__ int rot_col(int s, int lane, int r, int ld) { return ((s + lane - r * ld) & 31); }
+
+// Which row of its 16x16 tile each of a lane's 8 accumulator elements holds: the layout is
+// the hardware's (the WMMA API does not name it), so it is read off a tile whose elements
+// are their row numbers. scratch: 16 x 16 fp32 of the warp's shared memory.
+static_assert(FragC::num_elements == 8, "a 16x16 fp32 accumulator holds 8 elements a lane");
+__device__ __forceinline__ void frag_rows(int rows[8], float *scratch) {
+    const int lane = threadIdx.x % 32;
+    for (int e = lane; e < 256; e += 32) scratch[e] = (float)(e / 16);
+    __syncwarp();
+    FragC f;
+    wmma::load_matrix_sync(f, scratch, 16, wmma::mem_row_major);
+#pragma unroll
+    for (int i = 0; i < 8; i++) rows[i] = (int)f.x[i];
+    __syncwarp();
+}
+
+// Rows [r0, r0+rows) of a (B, T, heads, D) bf16 tensor's head hh into shared (rows, ld),
+// 16 bytes a lane (rows past T are zeros). Pointers are 16-byte aligned (host check).
 template <int D>
-__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, int b, int Tn, int heads, int hh, int r0, int rows) {
-    const size_t ld = (size_t)heads * D;
-    for (int e = threadIdx.x; e < rows * D; e += WTHREADS) {
-        int r = e / D, d = e % D, t = r0 + r;
-        dst[e] = t < Tn ? src[((size_t)b * Tn + t) * ld + (size_t)hh * D + d] : bzero();
+__device__ __forceinline__ void load_tile16(bf16 *dst, int ld, const bf16 *src, int b, int Tn, int heads, int hh, int r0,
+                                            int rows, int nthreads) {
+    constexpr int C = D / 8;   // 16-byte chunks a row
+    const size_t lds = (size_t)heads * D;
+    for (int e = threadIdx.x; e < rows * C; e += nthreads) {
+        const int r = e / C, c = e % C, t = r0 + r;
+        uint4 z = make_uint4(0, 0, 0, 0);
+        *(uint4 *)(dst + (size_t)r * ld + c * 8) = t < Tn ? *(const uint4 *)(src + ((size_t)b * Tn + t) * lds + (size_t)hh * D + c * 8) : z;
     }
 }
 
-template <int D> constexpr size_t fwd_smem() {
-    return (size_t)(WQ + 2 * WK) * D * 2 + (size_t)WQ * WK * 4 + (size_t)WQ * WK * 2 + (size_t)WQ * D * 4 + 3 * WQ * 4;
+// A 16 x 16 fp32 accumulator to rows [t0, t0+16) (those < T), columns [c0, c0+16) of head
+// hh of a (B, T, heads, D) bf16 tensor, each row divided by rdiv[row] (NULL: as is), through
+// the warp's scratch (2 KiB): fp32 at ld 24 (the 4 rows of a half-warp's 8-byte stores 24
+// words apart: conflict-free), then bf16, then 16 bytes (8 columns) a lane to global
+// memory as one copy (16 rows x 32 bytes: one sector a row).
+__device__ __forceinline__ void write_frag16(bf16 *dst, const FragC &f, float *scratch, const float *rdiv, int b, int Tn,
+                                             int heads, int hh, int D, int t0, int c0) {
+    bf16 *stage = (bf16 *)(scratch + 16 * 24);
+    wmma::store_matrix_sync(scratch, f, 24, wmma::mem_row_major);
+    __syncwarp();
+    const int lane = threadIdx.x % 32, rr = lane / 2, cc = (lane & 1) * 8, t = t0 + rr;
+    const float dv = rdiv && t < Tn ? rdiv[rr] : 1.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) stage[rr * 16 + cc + e] = __float2bfloat16(rdiv ? scratch[rr * 24 + cc + e] / dv : scratch[rr * 24 + cc + e]);
+    __syncwarp();
+    if (t < Tn) *(uint4 *)(dst + ((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc) = *(const uint4 *)(stage + rr * 16 + cc);
+    __syncwarp();
 }
 
+// The key tile at k0 into Ks, Vs (ld LDT) between block barriers; whether any of the
+// warp's 16 rows from w_lo (< T) sees one of its keys (causal, window). A warp that sees
+// none skips the tile: what it would add is exactly nothing (p = 0, alpha = 1).
 template <int D>
-__global__ void __launch_bounds__(WTHREADS) attn_fwd_wmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+__device__ __forceinline__ bool kv_tile(bf16 *Ks, bf16 *Vs, int ldt, const bf16 *k, const bf16 *v, int b, int Tn, int NKV,
+                                        int g, int k0, int nthreads, int w_lo, int window) {
+    __syncthreads();
+    load_tile16<D>(Ks, ldt, k, b, Tn, NKV, g, k0, WK, nthreads);
+    load_tile16<D>(Vs, ldt, v, b, Tn, NKV, g, k0, WK, nthreads);
+    __syncthreads();
+    const int w_hi = min(w_lo + 15, Tn - 1);
+    return w_lo < Tn && k0 <= w_hi && k0 + WK - 1 > w_lo - window;
+}
+
+// Forward: 128 query rows a block, 8 warps of 16 rows; Q (A fragments) and O (fp32
+// accumulators) stay in registers for the whole key loop; per 64-key tile a warp computes
+// S = Q K^T into its shared slice, the online softmax by its lanes (2 a row, rotated
+// columns), rescales O in its registers (frag_rows) and adds P V. A warp whose 16 rows see
+// none of a key tile (causal / window) skips it: its state is what the skipped work would
+// have left (alpha 1, p 0).
+#define FQ 128
+#define FTHREADS 256
+template <int D> constexpr size_t fwd_smem() {
+    return (size_t)2 * WK * PADT(D) * 2 + (size_t)FQ * LDS * 4 + (size_t)FQ * LDP * 2 + 3 * FQ * 4;
+}
+static_assert((size_t)FQ * PADT(128) * 2 <= (size_t)FQ * LDS * 4, "the Q staging tile fits in the score tile");
+
+template <int D>
+__global__ void __launch_bounds__(FTHREADS) attn_fwd_wmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                                           const bf16 *v, int Tn, int NH, int NKV, int window, const int32_t *docs,
                                                           float scale) {
+    constexpr int LDT = PADT(D), NB = D / 16;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Qs = (bf16 *)smem, *Ks = Qs + WQ * D, *Vs = Ks + WK * D;
-    float *Ss = (float *)(Vs + WK * D);
-    bf16 *Ps = (bf16 *)(Ss + WQ * WK);
-    float *Os = (float *)(Ps + WQ * WK);
-    float *Ms = Os + WQ * D, *Ls = Ms + WQ;
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * LDT;
+    float *Ss = (float *)(Vs + WK * LDT);
+    bf16 *Ps = (bf16 *)(Ss + FQ * LDS);
+    float *Ms = (float *)(Ps + FQ * LDP), *Ls = Ms + FQ, *As = Ls + FQ;
     const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
-    const int q0 = qt * WQ;
-    load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
-    for (int e = threadIdx.x; e < WQ * D; e += WTHREADS) Os[e] = 0.0f;
-    if (threadIdx.x < WQ) {
+    const int q0 = qt * FQ;
+    float *Sw = Ss + r0 * LDS;   // this warp's 16 score rows
+    bf16 *Pw = Ps + r0 * LDP;
+    // Q: staged through the score tile once, then in registers
+    load_tile16<D>((bf16 *)Ss, LDT, q, b, Tn, NH, h, q0, FQ, FTHREADS);
+    if (threadIdx.x < FQ) {
         Ms[threadIdx.x] = -INFINITY;
         Ls[threadIdx.x] = 0.0f;
     }
-    const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
-    const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2), d0 = (lane & 1) * (D / 2);
+    __syncthreads();
+    FragA qf[NB];
+#pragma unroll
+    for (int kk = 0; kk < NB; kk++) wmma::load_matrix_sync(qf[kk], (bf16 *)Ss + r0 * LDT + kk * 16, LDT);
+    __syncthreads();   // the staging is read before S overwrites it
+    int frow[8];
+    frag_rows(frow, Sw);
+    FragC of[NB];
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) wmma::fill_fragment(of[nb], 0.0f);
+    const int q1 = min(q0 + FQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
+    const int rl = lane / 2, r = r0 + rl, i = q0 + r, half = lane & 1;
     for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
-        __syncthreads();
-        load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
-        load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
-        __syncthreads();
+        if (!kv_tile<D>(Ks, Vs, LDT, k, v, b, Tn, NKV, g, k0, FTHREADS, q0 + r0, window)) continue;
 #pragma unroll
         for (int kb = 0; kb < WK / 16; kb++) {
             FragC acc;
             wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                FragA fa;
+            for (int kk = 0; kk < NB; kk++) {
                 FragBt fb;
-                wmma::load_matrix_sync(fa, Qs + r0 * D + kk * 16, D);
-                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + kk * 16, D);
-                wmma::mma_sync(acc, fa, fb, acc);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * LDT + kk * 16, LDT);
+                wmma::mma_sync(acc, qf[kk], fb, acc);
             }
-            wmma::store_matrix_sync(Ss + r0 * WK + kb * 16, acc, WK, wmma::mem_row_major);
+            wmma::store_matrix_sync(Sw + kb * 16, acc, LDS, wmma::mem_row_major);
         }
         __syncwarp();
-        float *srow = Ss + r * WK;
+        const float *srow = Sw + rl * LDS;
         float mx = -INFINITY;
-        for (int c = c0; c < c0 + WK / 2; c++) {
-            float sv = visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
-            srow[c] = sv;
-            mx = fmaxf(mx, sv);
+        for (int st = 0; st < WK / 2; st++) {
+            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
+            mx = fmaxf(mx, visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         const float mold = Ms[r], mnew = fmaxf(mold, mx);
         const float alpha = mnew == -INFINITY ? 1.0f : expf(mold - mnew);
         float sum = 0.0f;
-        for (int c = c0; c < c0 + WK / 2; c++) {
-            float p = srow[c] == -INFINITY ? 0.0f : expf(srow[c] - mnew);
+        for (int st = 0; st < WK / 2; st++) {
+            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
+            const float sv = visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
+            const float p = sv == -INFINITY ? 0.0f : expf(sv - mnew);
             sum += p;
-            Ps[r * WK + c] = __float2bfloat16(p);
+            Pw[rl * LDP + c] = __float2bfloat16(p);
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        for (int d = d0; d < d0 + D / 2; d++) Os[r * D + d] *= alpha;
         __syncwarp();   // both lanes of a row have read Ms[r]
-        if ((lane & 1) == 0) {
+        if (half == 0) {
             Ms[r] = mnew;
             Ls[r] = Ls[r] * alpha + sum;
+            As[r] = alpha;
         }
         __syncwarp();
+        float al[8];
 #pragma unroll
-        for (int nb = 0; nb < D / 16; nb++) {
-            FragC acc;
-            wmma::load_matrix_sync(acc, Os + r0 * D + nb * 16, D, wmma::mem_row_major);
+        for (int e = 0; e < 8; e++) al[e] = As[r0 + frow[e]];
+        FragA pf[WK / 16];
+#pragma unroll
+        for (int kb = 0; kb < WK / 16; kb++) wmma::load_matrix_sync(pf[kb], Pw + kb * 16, LDP);
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) of[nb].x[e] *= al[e];
 #pragma unroll
             for (int kb = 0; kb < WK / 16; kb++) {
-                FragA fa;
                 FragB fb;
-                wmma::load_matrix_sync(fa, Ps + r0 * WK + kb * 16, WK);
-                wmma::load_matrix_sync(fb, Vs + kb * 16 * D + nb * 16, D);
-                wmma::mma_sync(acc, fa, fb, acc);
+                wmma::load_matrix_sync(fb, Vs + kb * 16 * LDT + nb * 16, LDT);
+                wmma::mma_sync(of[nb], pf[kb], fb, of[nb]);
             }
-            wmma::store_matrix_sync(Os + r0 * D + nb * 16, acc, D, wmma::mem_row_major);
         }
-        __syncwarp();
     }
-    __syncthreads();
-    const size_t ldq = (size_t)NH * D;
-    for (int e = threadIdx.x; e < WQ * D; e += WTHREADS) {
-        int rr = e / D, d = e % D, ii = q0 + rr;
-        if (ii < Tn) out[((size_t)b * Tn + ii) * ldq + (size_t)h * D + d] = __float2bfloat16(Os[e] / Ls[rr]);
-    }
-    if (threadIdx.x < WQ && q0 + (int)threadIdx.x < Tn)
+    // O / l, 16 columns at a time through the warp's score slice
+    __syncwarp();
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) write_frag16(out, of[nb], Sw, Ls + r0, b, Tn, NH, h, D, q0 + r0, nb * 16);
+    __syncthreads();   // thread t writes row t's lse: rows of other warps
+    if (threadIdx.x < FQ && q0 + (int)threadIdx.x < Tn)
         lse[((size_t)b * NH + h) * Tn + q0 + threadIdx.x] = Ms[threadIdx.x] + logf(Ls[threadIdx.x]);
 }
 
+// dK, dV: 64 keys a block, 4 warps of 16; per query tile S^T = K Q^T and dP^T = V dO^T
+// into the warp's fp32 slices (ld 68), P^T and dS^T by the lanes (rotated columns), kept in
+// registers until both lanes of the row have read the row, then written as bf16 over the
+// row's own fp32 bytes (ld 136 bf16 = the same 272-byte rows: conflict-free ldmatrix), and
+// dV += P^T dO, dK += dS^T Q with P^T, dS^T fragments loaded once. In place, so that the
+// padded tiles fit twice per SM. A warp whose 16 keys no query of the tile sees skips it.
+#define LST (WQ + 4)   // fp32 S^T, dP^T; their bf16 overlays have ld 2 * LST
 template <int D> constexpr size_t dkdv_smem() {
-    return (size_t)(2 * WK + 2 * WQ) * D * 2 + (size_t)WK * WQ * 4 * 2 + (size_t)WK * WQ * 2 * 2 + 2 * WQ * 4;
-}
-
-// Stage a 16x16 accumulator through the warp's fp32 scratch (ld = lds) and write rows
-// [t0, t0+16) of a (B, T, heads, D) bf16 tensor, columns [c0, c0+16) of head hh.
-__device__ __forceinline__ void write_frag(bf16 *dst, const FragC &f, float *scratch, int lds, int b, int Tn,
-                                           int heads, int hh, int D, int t0, int c0) {
-    wmma::store_matrix_sync(scratch, f, lds, wmma::mem_row_major);
-    __syncwarp();
-    const int lane = threadIdx.x % 32;
-    for (int e = lane; e < 256; e += 32) {
-        int rr = e / 16, cc = e % 16, t = t0 + rr;
-        if (t < Tn) dst[((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc] = __float2bfloat16(scratch[rr * lds + cc]);
-    }
-    __syncwarp();
+    return (size_t)4 * WK * PADT(D) * 2 + (size_t)2 * WK * LST * 4 + 2 * WQ * 4;
 }
 
 template <int D>
@@ -397,160 +491,194 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
                                                            const bf16 *q, const bf16 *k, const bf16 *v,
                                                            const float *lse, int Tn, int NH, int NKV, int window, const int32_t *docs,
                                                            float scale) {
+    constexpr int LDT = PADT(D), NB = D / 16;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * D, *Qs = Vs + WK * D, *dOs = Qs + WQ * D;
-    float *St = (float *)(dOs + WQ * D), *dPt = St + WK * WQ;
-    bf16 *Pt = (bf16 *)(dPt + WK * WQ), *dSt = Pt + WK * WQ;
-    float *Lq = (float *)(dSt + WK * WQ), *Dq = Lq + WQ;
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * LDT, *Qs = Vs + WK * LDT, *dOs = Qs + WQ * LDT;
+    float *St = (float *)(dOs + WQ * LDT), *dPt = St + WK * LST;
+    float *Lq = dPt + WK * LST, *Dq = Lq + WQ;
     const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z, group = NH / NKV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
     const int k0 = kt * WK;
-    load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
-    load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
-    FragC dKf[D / 16], dVf[D / 16];
+    float *Sw = St + r0 * LST, *dPw = dPt + r0 * LST;
+    bf16 *Pw = (bf16 *)Sw, *dSw = (bf16 *)dPw;   // the bf16 overlays, ld 2 * LST
+    load_tile16<D>(Ks, LDT, k, b, Tn, NKV, g, k0, WK, WTHREADS);
+    load_tile16<D>(Vs, LDT, v, b, Tn, NKV, g, k0, WK, WTHREADS);
+    FragC dKf[NB], dVf[NB];
 #pragma unroll
-    for (int nb = 0; nb < D / 16; nb++) {
+    for (int nb = 0; nb < NB; nb++) {
         wmma::fill_fragment(dKf[nb], 0.0f);
         wmma::fill_fragment(dVf[nb], 0.0f);
     }
     const int k1 = min(k0 + WK, Tn) - 1, qhi = min(Tn - 1, k1 + window - 1);
-    const int r = r0 + lane / 2, j = k0 + r, c0 = (lane & 1) * (WQ / 2);
+    const int rl = lane / 2, j = k0 + r0 + rl, c0 = (lane & 1) * (WQ / 2);
+    const int w_lo = k0 + r0, w_hi = min(w_lo + 15, Tn - 1);   // this warp's keys
     for (int h = g * group; h < (g + 1) * group; h++) {
         for (int q0 = (k0 / WQ) * WQ; q0 <= qhi; q0 += WQ) {
             __syncthreads();
-            load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
-            load_tile<D>(dOs, dout, b, Tn, NH, h, q0, WQ);
+            load_tile16<D>(Qs, LDT, q, b, Tn, NH, h, q0, WQ, WTHREADS);
+            load_tile16<D>(dOs, LDT, dout, b, Tn, NH, h, q0, WQ, WTHREADS);
             if (threadIdx.x < WQ) {
                 int i = q0 + threadIdx.x;
                 Lq[threadIdx.x] = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
                 Dq[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
             }
             __syncthreads();
+            // no query of the tile sees these keys (past their window; the tiles start at the
+            // key tile's own, so the last query is never before the warp's first key)
+            if (w_lo >= Tn || q0 > w_hi + window - 1) continue;
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
                 FragC a1, a2;
                 wmma::fill_fragment(a1, 0.0f);
                 wmma::fill_fragment(a2, 0.0f);
 #pragma unroll
-                for (int kk = 0; kk < D / 16; kk++) {
+                for (int kk = 0; kk < NB; kk++) {
                     FragA fa;
                     FragBt fb;
-                    wmma::load_matrix_sync(fa, Ks + r0 * D + kk * 16, D);
-                    wmma::load_matrix_sync(fb, Qs + qb * 16 * D + kk * 16, D);
+                    wmma::load_matrix_sync(fa, Ks + r0 * LDT + kk * 16, LDT);
+                    wmma::load_matrix_sync(fb, Qs + qb * 16 * LDT + kk * 16, LDT);
                     wmma::mma_sync(a1, fa, fb, a1);
-                    wmma::load_matrix_sync(fa, Vs + r0 * D + kk * 16, D);
-                    wmma::load_matrix_sync(fb, dOs + qb * 16 * D + kk * 16, D);
+                    wmma::load_matrix_sync(fa, Vs + r0 * LDT + kk * 16, LDT);
+                    wmma::load_matrix_sync(fb, dOs + qb * 16 * LDT + kk * 16, LDT);
                     wmma::mma_sync(a2, fa, fb, a2);
                 }
-                wmma::store_matrix_sync(St + r0 * WQ + qb * 16, a1, WQ, wmma::mem_row_major);
-                wmma::store_matrix_sync(dPt + r0 * WQ + qb * 16, a2, WQ, wmma::mem_row_major);
+                wmma::store_matrix_sync(Sw + qb * 16, a1, LST, wmma::mem_row_major);
+                wmma::store_matrix_sync(dPw + qb * 16, a2, LST, wmma::mem_row_major);
             }
             __syncwarp();
-            for (int c = c0; c < c0 + WQ / 2; c++) {
-                int i = q0 + c;
-                float p = visible_doc(docs, b, i, j, Tn, window) ? expf(St[r * WQ + c] * scale - Lq[c]) : 0.0f;
-                float ds = p * (dPt[r * WQ + c] - Dq[c]) * scale;
-                Pt[r * WQ + c] = __float2bfloat16(p);
-                dSt[r * WQ + c] = __float2bfloat16(ds);
-            }
-            __syncwarp();
+            __nv_bfloat162 pv[WQ / 4], dsv[WQ / 4];   // two steps a register
 #pragma unroll
-            for (int nb = 0; nb < D / 16; nb++) {
+            for (int st = 0; st < WQ / 2; st += 2) {   // rotated columns: one wavefront a step
+                float p[2], ds[2];
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const int c = c0 + rot_col(st + u, lane, rl, LST), i = q0 + c;
+                    p[u] = visible_doc(docs, b, i, j, Tn, window) ? expf(Sw[rl * LST + c] * scale - Lq[c]) : 0.0f;
+                    ds[u] = p[u] * (dPw[rl * LST + c] - Dq[c]) * scale;
+                }
+                pv[st / 2] = __floats2bfloat162_rn(p[0], p[1]);
+                dsv[st / 2] = __floats2bfloat162_rn(ds[0], ds[1]);
+            }
+            __syncwarp();   // the row's fp32 values are read: overwrite them with bf16
+#pragma unroll
+            for (int st = 0; st < WQ / 2; st++) {
+                const int c = c0 + rot_col(st, lane, rl, LST);
+                Pw[rl * 2 * LST + c] = st % 2 ? pv[st / 2].y : pv[st / 2].x;
+                dSw[rl * 2 * LST + c] = st % 2 ? dsv[st / 2].y : dsv[st / 2].x;
+            }
+            __syncwarp();
+            FragA pf[WQ / 16], dsf[WQ / 16];
+#pragma unroll
+            for (int qb = 0; qb < WQ / 16; qb++) {
+                wmma::load_matrix_sync(pf[qb], Pw + qb * 16, 2 * LST);
+                wmma::load_matrix_sync(dsf[qb], dSw + qb * 16, 2 * LST);
+            }
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
                 for (int qb = 0; qb < WQ / 16; qb++) {
-                    FragA fa;
                     FragB fb;
-                    wmma::load_matrix_sync(fa, Pt + r0 * WQ + qb * 16, WQ);
-                    wmma::load_matrix_sync(fb, dOs + qb * 16 * D + nb * 16, D);
-                    wmma::mma_sync(dVf[nb], fa, fb, dVf[nb]);
-                    wmma::load_matrix_sync(fa, dSt + r0 * WQ + qb * 16, WQ);
-                    wmma::load_matrix_sync(fb, Qs + qb * 16 * D + nb * 16, D);
-                    wmma::mma_sync(dKf[nb], fa, fb, dKf[nb]);
+                    wmma::load_matrix_sync(fb, dOs + qb * 16 * LDT + nb * 16, LDT);
+                    wmma::mma_sync(dVf[nb], pf[qb], fb, dVf[nb]);
+                    wmma::load_matrix_sync(fb, Qs + qb * 16 * LDT + nb * 16, LDT);
+                    wmma::mma_sync(dKf[nb], dsf[qb], fb, dKf[nb]);
                 }
             }
         }
     }
     __syncwarp();
 #pragma unroll
-    for (int nb = 0; nb < D / 16; nb++) {
-        write_frag(dk, dKf[nb], St + r0 * WQ, WQ, b, Tn, NKV, g, D, k0 + r0, nb * 16);
-        write_frag(dv, dVf[nb], St + r0 * WQ, WQ, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+    for (int nb = 0; nb < NB; nb++) {
+        write_frag16(dk, dKf[nb], Sw, nullptr, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+        write_frag16(dv, dVf[nb], Sw, nullptr, b, Tn, NKV, g, D, k0 + r0, nb * 16);
     }
 }
 
+// dQ: 64 query rows a block, 4 warps of 16; Q and dO (A fragments) and dQ (accumulators)
+// stay in registers; per key tile S = Q K^T and dP = dO V^T into the warp's padded slices,
+// dS by the lanes (rotated columns), dQ += dS K. Tile skip per warp as in the forward.
 template <int D> constexpr size_t dq_smem() {
-    return (size_t)(2 * WQ + 2 * WK) * D * 2 + (size_t)WQ * WK * 4 * 2 + (size_t)WQ * WK * 2 + 2 * WQ * 4;
+    return (size_t)2 * WK * PADT(D) * 2 + (size_t)2 * WQ * LDS * 4 + (size_t)WQ * LDP * 2 + 2 * WQ * 4;
 }
 
 template <int D>
 __global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *Di, const bf16 *dout, const bf16 *q,
                                                          const bf16 *k, const bf16 *v, const float *lse, int Tn,
                                                          int NH, int NKV, int window, const int32_t *docs, float scale) {
+    constexpr int LDT = PADT(D), NB = D / 16;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Qs = (bf16 *)smem, *dOs = Qs + WQ * D, *Ks = dOs + WQ * D, *Vs = Ks + WK * D;
-    float *Ss = (float *)(Vs + WK * D), *dPs = Ss + WQ * WK;
-    bf16 *dSs = (bf16 *)(dPs + WQ * WK);
-    float *Lr = (float *)(dSs + WQ * WK), *Dr = Lr + WQ;
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * LDT;
+    float *Ss = (float *)(Vs + WK * LDT), *dPs = Ss + WQ * LDS;
+    bf16 *dSs = (bf16 *)(dPs + WQ * LDS);
+    float *Lr = (float *)(dSs + WQ * LDP), *Dr = Lr + WQ;
     const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
     const int q0 = qt * WQ;
-    load_tile<D>(Qs, q, b, Tn, NH, h, q0, WQ);
-    load_tile<D>(dOs, dout, b, Tn, NH, h, q0, WQ);
+    float *Sw = Ss + r0 * LDS, *dPw = dPs + r0 * LDS;
+    bf16 *dSw = dSs + r0 * LDP;
+    // Q and dO staged through the score tiles once, then in registers
+    load_tile16<D>((bf16 *)Ss, LDT, q, b, Tn, NH, h, q0, WQ, WTHREADS);
+    load_tile16<D>((bf16 *)dPs, LDT, dout, b, Tn, NH, h, q0, WQ, WTHREADS);
     if (threadIdx.x < WQ) {
         int i = q0 + threadIdx.x;
         Lr[threadIdx.x] = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
         Dr[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
     }
-    FragC dQf[D / 16];
+    __syncthreads();
+    FragA qf[NB], dof[NB];
 #pragma unroll
-    for (int nb = 0; nb < D / 16; nb++) wmma::fill_fragment(dQf[nb], 0.0f);
+    for (int kk = 0; kk < NB; kk++) {
+        wmma::load_matrix_sync(qf[kk], (bf16 *)Ss + r0 * LDT + kk * 16, LDT);
+        wmma::load_matrix_sync(dof[kk], (bf16 *)dPs + r0 * LDT + kk * 16, LDT);
+    }
+    __syncthreads();
+    FragC dQf[NB];
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) wmma::fill_fragment(dQf[nb], 0.0f);
     const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
-    const int r = r0 + lane / 2, i = q0 + r, c0 = (lane & 1) * (WK / 2);
+    const int rl = lane / 2, r = r0 + rl, i = q0 + r, half = lane & 1;
     for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
-        __syncthreads();
-        load_tile<D>(Ks, k, b, Tn, NKV, g, k0, WK);
-        load_tile<D>(Vs, v, b, Tn, NKV, g, k0, WK);
-        __syncthreads();
+        if (!kv_tile<D>(Ks, Vs, LDT, k, v, b, Tn, NKV, g, k0, WTHREADS, q0 + r0, window)) continue;
 #pragma unroll
         for (int kb = 0; kb < WK / 16; kb++) {
             FragC a1, a2;
             wmma::fill_fragment(a1, 0.0f);
             wmma::fill_fragment(a2, 0.0f);
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                FragA fa;
+            for (int kk = 0; kk < NB; kk++) {
                 FragBt fb;
-                wmma::load_matrix_sync(fa, Qs + r0 * D + kk * 16, D);
-                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + kk * 16, D);
-                wmma::mma_sync(a1, fa, fb, a1);
-                wmma::load_matrix_sync(fa, dOs + r0 * D + kk * 16, D);
-                wmma::load_matrix_sync(fb, Vs + kb * 16 * D + kk * 16, D);
-                wmma::mma_sync(a2, fa, fb, a2);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * LDT + kk * 16, LDT);
+                wmma::mma_sync(a1, qf[kk], fb, a1);
+                wmma::load_matrix_sync(fb, Vs + kb * 16 * LDT + kk * 16, LDT);
+                wmma::mma_sync(a2, dof[kk], fb, a2);
             }
-            wmma::store_matrix_sync(Ss + r0 * WK + kb * 16, a1, WK, wmma::mem_row_major);
-            wmma::store_matrix_sync(dPs + r0 * WK + kb * 16, a2, WK, wmma::mem_row_major);
+            wmma::store_matrix_sync(Sw + kb * 16, a1, LDS, wmma::mem_row_major);
+            wmma::store_matrix_sync(dPw + kb * 16, a2, LDS, wmma::mem_row_major);
         }
         __syncwarp();
-        for (int c = c0; c < c0 + WK / 2; c++) {
-            float p = visible_doc(docs, b, i, k0 + c, Tn, window) ? expf(Ss[r * WK + c] * scale - Lr[r]) : 0.0f;
-            dSs[r * WK + c] = __float2bfloat16(p * (dPs[r * WK + c] - Dr[r]) * scale);
+        const float L = Lr[r], Dv = Dr[r];
+        for (int st = 0; st < WK / 2; st++) {
+            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
+            const float p = visible_doc(docs, b, i, k0 + c, Tn, window) ? expf(Sw[rl * LDS + c] * scale - L) : 0.0f;
+            dSw[rl * LDP + c] = __float2bfloat16(p * (dPw[rl * LDS + c] - Dv) * scale);
         }
         __syncwarp();
+        FragA dsf[WK / 16];
 #pragma unroll
-        for (int nb = 0; nb < D / 16; nb++) {
+        for (int kb = 0; kb < WK / 16; kb++) wmma::load_matrix_sync(dsf[kb], dSw + kb * 16, LDP);
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
             for (int kb = 0; kb < WK / 16; kb++) {
-                FragA fa;
                 FragB fb;
-                wmma::load_matrix_sync(fa, dSs + r0 * WK + kb * 16, WK);
-                wmma::load_matrix_sync(fb, Ks + kb * 16 * D + nb * 16, D);
-                wmma::mma_sync(dQf[nb], fa, fb, dQf[nb]);
+                wmma::load_matrix_sync(fb, Ks + kb * 16 * LDT + nb * 16, LDT);
+                wmma::mma_sync(dQf[nb], dsf[kb], fb, dQf[nb]);
             }
         }
     }
     __syncwarp();
 #pragma unroll
-    for (int nb = 0; nb < D / 16; nb++) write_frag(dq, dQf[nb], Ss + r0 * WK, WK, b, Tn, NH, h, D, q0 + r0, nb * 16);
+    for (int nb = 0; nb < NB; nb++) write_frag16(dq, dQf[nb], Sw, nullptr, b, Tn, NH, h, D, q0 + r0, nb * 16);
 }
 
 static bool use_wmma() {
@@ -561,6 +689,13 @@ static bool use_wmma() {
 // Raise a kernel's dynamic shared-memory limit once per (kernel, size).
 template <typename K> static void smem_limit(K kernel, size_t bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// The tensor-core kernels move 16 bytes a lane: their tensors must be 16-byte aligned
+// (cudaMalloc's are 256; a view at an odd offset is a caller bug, not a slow path).
+static void check_aligned16(const void *a, const void *b, const void *c, const void *d) {
+    if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) % 16)
+        die("CUDA attention: q/k/v/out pointers %p %p %p %p are not 16-byte aligned", a, b, c, d);
 }
 
 int attention_head_dim_supported(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }
@@ -580,9 +715,10 @@ void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T 
     float scale = 1.0f / sqrtf((float)D);
     if constexpr (sizeof(T) == 2) {
         if (use_wmma()) {
-            dim3 gw((Tn + WQ - 1) / WQ, NH, B);
+            check_aligned16(q, k, v, out);
+            dim3 gw((Tn + FQ - 1) / FQ, NH, B);
             DISPATCH_D(D, smem_limit(attn_fwd_wmma<DD>, fwd_smem<DD>());
-                       attn_fwd_wmma<DD><<<gw, WTHREADS, fwd_smem<DD>(), st>>>(out, lse, q, k, v, Tn, NH, NKV, window, docs, scale));
+                       attn_fwd_wmma<DD><<<gw, FTHREADS, fwd_smem<DD>(), st>>>(out, lse, q, k, v, Tn, NH, NKV, window, docs, scale));
             CUDA_LAUNCH_CHECK();
             return;
         }
@@ -598,11 +734,13 @@ void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, cons
                              const int32_t *docs, cudaStream_t st) {
     float scale = 1.0f / sqrtf((float)D);
     size_t rows = (size_t)B * Tn * NH;
-    attn_di_kernel<T><<<(unsigned)((rows + 255) / 256), 256, 0, st>>>(Di, dout, out, B, Tn, NH, D);
+    attn_di_kernel<T><<<(unsigned)((rows + DI_ROWS - 1) / DI_ROWS), DI_ROWS * 32, 0, st>>>(Di, dout, out, B, Tn, NH, D);
     CUDA_LAUNCH_CHECK();
     if constexpr (sizeof(T) == 2) {
         if (use_wmma()) {
             dim3 gkw((Tn + WK - 1) / WK, NKV, B), gqw((Tn + WQ - 1) / WQ, NH, B);
+            check_aligned16(q, k, v, dout);
+            check_aligned16(dq, dk, dv, out);
             DISPATCH_D(D, smem_limit(attn_dkdv_wmma<DD>, dkdv_smem<DD>());
                        attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
             CUDA_LAUNCH_CHECK();

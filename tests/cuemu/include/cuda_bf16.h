@@ -30,3 +30,8 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 }
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
 static inline float __bfloat162float(__nv_bfloat16 h) { return cuemu_bf2f(h.__x); }
+// a pair (one 32-bit register on the device)
+struct __align__(4) __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162{__float2bfloat16(a), __float2bfloat16(b)}; }

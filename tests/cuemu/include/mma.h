@@ -8,6 +8,7 @@
 #pragma once
 #include "cuda_bf16.h"
 #include "cuemu.h"
+#include "cuemu_cost.h"
 
 namespace nvcuda {
 namespace wmma {
@@ -45,13 +46,38 @@ inline void elem_rc(bool is_b, unsigned lane, int i, int *r, int *c) {
         *c = g + 8 * (i >> 2);
     }
 }
+// The cost model (tests/cuemu/cost.cpp) counts what the device's instructions access, not
+// the element loads below: a 16-bit A/B tile is one ldmatrix.x4 (lane l: 16 bytes of memory
+// row l % 16, half l / 16); an fp32 tile in row-major memory four 8-byte accesses per lane
+// (the accumulator layout's pairs), otherwise one 4-byte access per element.
+inline uintptr_t cost_site(const char *file, int line, int j) { return ((uintptr_t)file * 131u + (uintptr_t)line) * 16u + (uintptr_t)j; }
+template <typename T> inline void cost_tile(const char *file, int line, const T *p, unsigned ldm, bool row_major, bool is_b, bool write) {
+    if (!cuemu::cost::g_on) return;
+    const unsigned lane = cuemu::lane_id();
+    if (sizeof(T) == 2) {
+        const unsigned mr = lane % 16, half = lane / 16;
+        cuemu::cost::model_access(cost_site(file, line, 0), p + (size_t)mr * ldm + half * 8, 16, write);
+    } else if (!is_b && row_major) {
+        const unsigned g = lane / 4, t = lane % 4;
+        for (int j = 0; j < 4; j++)
+            cuemu::cost::model_access(cost_site(file, line, j), p + (size_t)(g + 8 * (j & 1)) * ldm + 2 * t + 8 * (j >> 1), 8, write);
+    } else {
+        for (int i = 0; i < 8; i++) {
+            int r, c;
+            elem_rc(is_b, lane, i, &r, &c);
+            cuemu::cost::model_access(cost_site(file, line, i), row_major ? p + (size_t)r * ldm + c : p + (size_t)c * ldm + r, 4, write);
+        }
+    }
+}
 template <bool RowMajor, typename T> void load(T *x, const T *p, unsigned ldm, bool is_b) {
     const unsigned lane = cuemu::lane_id();
+    cuemu::cost::t_suppress++;
     for (int i = 0; i < 8; i++) {
         int r, c;
         elem_rc(is_b, lane, i, &r, &c);
         x[i] = RowMajor ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
     }
+    cuemu::cost::t_suppress--;
 }
 struct MmaOp : cuemu::WarpOp {
     float *d;
@@ -77,12 +103,14 @@ template <typename Use, typename T, typename L>
 inline void load_matrix_sync_at(const char *file, int line, fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulator loads take a layout");
     detail::check_ptr(file, line, p, ldm, sizeof(T), "load_matrix_sync");
+    detail::cost_tile(file, line, p, ldm, std::is_same<L, row_major>::value, std::is_same<Use, matrix_b>::value, false);
     detail::load<std::is_same<L, row_major>::value>(f.x, p, ldm, std::is_same<Use, matrix_b>::value);
     f.src = p;
 }
 inline void load_matrix_sync_at(const char *file, int line, fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                                 unsigned ldm, layout_t lay) {
     detail::check_ptr(file, line, p, ldm, 4, "load_matrix_sync");
+    detail::cost_tile(file, line, p, ldm, lay == mem_row_major, false, false);
     if (lay == mem_row_major) detail::load<true>(f.x, p, ldm, false);
     else detail::load<false>(f.x, p, ldm, false);
     f.src = p;
@@ -90,13 +118,16 @@ inline void load_matrix_sync_at(const char *file, int line, fragment<accumulator
 inline void store_matrix_sync_at(const char *file, int line, float *p, const fragment<accumulator, 16, 16, 16, float> &f,
                                  unsigned ldm, layout_t lay) {
     detail::check_ptr(file, line, p, ldm, 4, "store_matrix_sync");
+    detail::cost_tile(file, line, p, ldm, lay == mem_row_major, false, true);
     const unsigned lane = cuemu::lane_id();
+    cuemu::cost::t_suppress++;
     for (int i = 0; i < 8; i++) {
         int r, c;
         detail::elem_rc(false, lane, i, &r, &c);
         if (lay == mem_row_major) p[(size_t)r * ldm + c] = f.x[i];
         else p[(size_t)c * ldm + r] = f.x[i];
     }
+    cuemu::cost::t_suppress--;
 }
 template <typename TA, typename LA, typename TB, typename LB>
 inline void mma_sync_at(const char *file, int line, fragment<accumulator, 16, 16, 16, float> &d,

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# gpu_cost_model.sh [T_EMU] [OUT]: the counted cost model of the CUDA emulation
+# (tests/cuemu/cost.cpp, docs/cuda.md "Cost model") for OLMo 3 7B's attention, and the
+# other kernels of a training step, with predicted H100 SXM times.
+#   1. builds build-emu (make CUDA_EMU=1) and runs tests/test_cuemu_cost table T_EMU
+#      (default 1024): the bf16 tensor-core attention, forward and backward, head dim 128,
+#      one head, causal (window = T_EMU) and sliding (window = T_EMU / 2: the 7B's
+#      4096 / 8192), every access counted;
+#   2. scales each kernel's counts to the 7B's T = 8192, 32 heads, by the ratio of the
+#      (warp, tile) pairs the kernel visits at 7B to those at T_EMU (computed here from
+#      the kernels' tiling: exact for the mma count; shared wavefronts and global sectors
+#      are per tile, so the ratio carries them up to the edge tiles' share, a few per cent
+#      at T_EMU = 1024), then sums the 24 sliding and 8 full layers of a micro-batch:
+#      forward + backward + the recompute's forward (train.recompute, the 7B's plan);
+#   3. the other kernels: tests/test_backend_ops (every op of kernels/ops.h, forward and
+#      backward, fp32 and bf16, small shapes) with CUEMU_COST=1: their sector efficiency
+#      and conflicts, not their 7B time; cuBLASLt is software here and not counted;
+# and prints PREDICT lines (attention, per layer and per micro-batch) that
+# scripts/gpu-check.sh prints beside the measured times. OUT (default
+# docs/gpu_cost_model.txt): the whole report, written atomically.
+# Takes minutes (the emulation counts every access of every lane).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TE=${1:-1024}
+OUTF=${2:-docs/gpu_cost_model.txt}
+case $TE in ''|*[!0-9]*) echo "gpu_cost_model.sh: T_EMU '$TE' is not a token count" >&2; exit 2;; esac
+[ "$TE" -ge 256 ] && [ "$TE" -le 8192 ] && [ $((TE % 128)) = 0 ] || { echo "gpu_cost_model.sh: T_EMU $TE: want a multiple of 128 in [256, 8192]" >&2; exit 2; }
+B=build-emu
+make -s CUDA_EMU=1 BUILD=$B -j2 $B/tests/test_cuemu_cost $B/tests/test_backend_ops >/dev/null 2>&1 ||
+  { echo "gpu_cost_model.sh: the emulated build (make CUDA_EMU=1 BUILD=$B) failed" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+$B/tests/test_cuemu_cost table "$TE" "$((TE / 2))" >"$tmp/attn.txt"
+CUEMU_COST=1 CUEMU_COST_OUT="$tmp/ops.txt" $B/tests/test_backend_ops >"$tmp/ops.log" 2>&1 ||
+  { tail -20 "$tmp/ops.log"; echo "gpu_cost_model.sh: test_backend_ops under the cost model failed" >&2; exit 1; }
+/usr/bin/python3 - "$TE" "$tmp/attn.txt" "$tmp/ops.txt" >"$tmp/report.txt" <<'EOF'
+import sys, re
+TE = int(sys.argv[1])
+T7, H7, LFULL, LSLIDE, W7 = 8192, 32, 8, 24, 4096
+
+def warp_tiles(kind, T, W):
+    """(warp, tile) pairs a kernel computes (its tiling and per-warp skip, attention.cu)."""
+    n = 0
+    if kind == 'fwd' or kind == 'dq':
+        QT, KT = (128, 64) if kind == 'fwd' else (64, 64)
+        for q0 in range(0, T, QT):
+            q1 = min(q0 + QT, T) - 1
+            klo = max(0, q0 - W + 1)
+            for k0 in range(klo // KT * KT, q1 + 1, KT):
+                for r0 in range(0, QT, 16):
+                    lo = q0 + r0
+                    hi = min(lo + 15, T - 1)
+                    if lo < T and not (k0 > hi or k0 + KT - 1 <= lo - W):
+                        n += 1
+    else:   # dkdv: key tiles of 64 (warps of 16 keys) over query tiles of 64
+        for k0 in range(0, T, 64):
+            k1 = min(k0 + 64, T) - 1
+            qhi = min(T - 1, k1 + W - 1)
+            for q0 in range(k0 // 64 * 64, qhi + 1, 64):
+                for r0 in range(0, 64, 16):
+                    lo = k0 + r0
+                    hi = min(lo + 15, T - 1)
+                    if lo < T and not (q0 + 63 < lo or q0 > hi + W - 1):
+                        n += 1
+    return n
+
+# the table: "== attention ... window W" then rows
+sections, cur = {}, None
+for line in open(sys.argv[2]):
+    m = re.match(r'== attention.*window (\d+)', line)
+    if m:
+        cur = int(m.group(1)); sections[cur] = {}
+        continue
+    f = line.split()
+    if cur is not None and f and f[0].startswith('attn_'):
+        name = f[0]
+        # columns after the bracketed key: launch blocks mma GFLOP smem_wf confl wf/mma gld_MB gst_MB est_us bound
+        tail = line[line.index(']') + 1:].split()
+        sections[cur][name] = dict(mma=float(tail[2]), wf=float(tail[4]), confl=float(tail[5]),
+                                   gld=float(tail[7]) * 1e6, gst=float(tail[8]) * 1e6)
+kinds = {'attn_fwd_wmma<DD>': 'fwd', 'attn_dkdv_wmma<DD>': 'dkdv', 'attn_dq_wmma<DD>': 'dq'}
+PEAK, WFS, HBM = 989e12, 132 * 1.755e9, 3.35e12
+def est(mma, wf, byt):
+    t = (mma * 8192 / PEAK, wf / WFS, byt / HBM)
+    return max(t), ('mma', 'smem', 'global')[t.index(max(t))]
+
+print('attention at OLMo 3 7B shapes (B 1, T %d, %d heads, D 128), scaled from the emulation at T %d, 1 head' % (T7, H7, TE))
+print('%-20s %-7s %10s %9s %7s %7s %10s %9s %6s' % ('kernel', 'layer', 'TFLOP', 'wf/mma', 'confl', 'scale', 'GB(L2)', 'est_ms', 'bound'))
+per_layer = {}
+for wemu, layer, w7 in ((TE, 'full', T7), (TE // 2, 'sliding', W7)):
+    if wemu not in sections:
+        sys.exit('gpu_cost_model: no table for window %d in the emulation output' % wemu)
+    tot = 0.0
+    for name, kind in kinds.items():
+        s = sections[wemu][name]
+        ratio = warp_tiles(kind, T7, w7) / warp_tiles(kind, TE, wemu) * H7
+        mma, wf, byt = s['mma'] * ratio, s['wf'] * ratio, (s['gld'] + s['gst']) * ratio
+        t, bound = est(mma, wf, byt)
+        per_layer[(kind, layer)] = t
+        tot += t
+        print('%-20s %-7s %10.3f %9.2f %7.2f %7.0f %10.2f %9.3f %6s' % (name, layer, mma * 8192 / 1e12, s['wf'] / s['mma'],
+              s['confl'], ratio, byt / 1e9, t * 1e3, bound))
+    per_layer[('all', layer)] = tot
+for layer in ('full', 'sliding'):
+    for kind in ('fwd', 'dkdv', 'dq'):
+        print('PREDICT attn_%s %s layer_ms %.3f' % (kind, layer, per_layer[(kind, layer)] * 1e3))
+fwd = LFULL * per_layer[('fwd', 'full')] + LSLIDE * per_layer[('fwd', 'sliding')]
+bwd = sum(L * (per_layer[('dkdv', ly)] + per_layer[('dq', ly)]) for L, ly in ((LFULL, 'full'), (LSLIDE, 'sliding')))
+print('PREDICT attention micro_batch_ms %.1f (forward %.1f x2 with the recompute, backward %.1f; 8 full + 24 sliding layers)'
+      % ((2 * fwd + bwd) * 1e3, fwd * 1e3, bwd * 1e3))
+print()
+print('every kernel: tests/test_backend_ops under the emulation (each op forward and backward, fp32 and bf16, small shapes);')
+print('gld/gst MB against the bytes a kernel needs tell its sector efficiency; est_us is not a 7B time')
+print(open(sys.argv[3]).read().rstrip())
+EOF
+{
+  dirty=""; git diff --quiet HEAD -- src tests 2>/dev/null || dirty=" + uncommitted changes"
+  echo "# scripts/gpu_cost_model.sh $TE, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty: the counted model (tests/cuemu/cost.cpp)"
+  cat "$tmp/report.txt"
+  echo
+  echo "the emulation's counts for attention (T $TE, 1 head):"
+  cat "$tmp/attn.txt"
+} >"$OUTF.tmp"
+mv "$OUTF.tmp" "$OUTF"
+cat "$OUTF"
