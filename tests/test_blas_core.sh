@@ -38,7 +38,9 @@ fi
 cores=(Prescott)
 grep -qw fma /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo && cores+=(Haswell)
 grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && cores+=(SkylakeX)
-grep -qw amx_bf16 /proc/cpuinfo && cores+=(SapphireRapids)
+# Debian 12's OpenBLAS (0.3.21) has no SapphireRapids core ("Core not found", it falls back to
+# Cooperlake): on AMX machines Cooperlake, the newest core it has, is the one to set.
+grep -qw avx512_bf16 /proc/cpuinfo && cores+=(Cooperlake)
 for c in "${cores[@]}"; do
   got=$(check_env OPENBLAS_CORETYPE=$c)
   [ "${got,,}" = "${c,,}" ] || fail "OPENBLAS_CORETYPE=$c: the programs run '$got'"

@@ -19,8 +19,8 @@ L=$TMP/L
 pid=$!
 wait_for 300 'grep -q "^step " $L.log 2>/dev/null' || fail "no step line in 300 s: $(tail -3 $L.log)"
 grep -q "^pid $pid host $host started " $L/.lock || fail "lock content: $(cat $L/.lock)"
+kill -STOP $pid   # hold the holder still while the second run looks (and before the file is read)
 before=$(md5sum < $L/metrics.jsonl)
-kill -STOP $pid   # hold the holder still while the second run looks
 set +e; "$OLMO" train "$TMP/r.yml" train.run_dir=$L >$TMP/second.log 2>&1; rc=$?; set -e
 [ $rc = 2 ] || fail "second run on a locked run_dir: exit $rc, want 2"
 grep -q "run_dir $L is in use by another olmo train: pid $pid on host $host" $TMP/second.log || fail "refusal does not name the holder: $(cat $TMP/second.log)"
