@@ -30,13 +30,19 @@ void metrics_open_tensorboard(MetricsLog *m, const char *run_dir) {
 static void write_scalars(TfEvents *t, const cJSON *obj) {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind"), *step = cJSON_GetObjectItemCaseSensitive(obj, "step");
     if (!cJSON_IsString(kind) || !cJSON_IsNumber(step)) return;
-    char tag[256];
-    for (const cJSON *c = obj->child; c; c = c->next) {
+    enum { MAX_SCALARS = 128 };
+    static char tags[MAX_SCALARS][256];
+    const char *tag[MAX_SCALARS];
+    double value[MAX_SCALARS];
+    int n = 0;
+    for (const cJSON *c = obj->child; c && n < MAX_SCALARS; c = c->next) {
         if (!cJSON_IsNumber(c) || !c->string || !strcmp(c->string, "step")) continue;
-        if (strchr(c->string, '/')) snprintf(tag, sizeof tag, "%s", c->string);
-        else snprintf(tag, sizeof tag, "%s/%s", kind->valuestring, c->string);
-        tfevents_scalar(t, tag, (long)step->valuedouble, c->valuedouble);
+        if (strchr(c->string, '/')) snprintf(tags[n], sizeof tags[n], "%s", c->string);
+        else snprintf(tags[n], sizeof tags[n], "%s/%s", kind->valuestring, c->string);
+        tag[n] = tags[n];
+        value[n++] = c->valuedouble;
     }
+    tfevents_scalars(t, (long)step->valuedouble, n, tag, value);   // one Event, one flush per record
 }
 
 void metrics_write(MetricsLog *m, cJSON *obj) {

@@ -29,7 +29,7 @@ static double wall_time(void) {
 
 // Protobuf wire format: a growing byte buffer.
 typedef struct {
-    uint8_t b[1024];
+    uint8_t b[16384];
     size_t n;
 } Buf;
 
@@ -96,14 +96,18 @@ TfEvents *tfevents_open(const char *dir) {
     return t;
 }
 
-void tfevents_scalar(TfEvents *t, const char *tag, long step, double value) {
-    if (!t) return;
-    Buf v = {.n = 0}, s = {.n = 0}, tail = {.n = 0};
-    float f = (float)value;
-    bytes_field(&v, 1, tag, strlen(tag));
-    key(&v, 2, 5);
-    put(&v, &f, 4);
-    bytes_field(&s, 1, v.b, v.n);        // Summary.value
+void tfevents_scalars(TfEvents *t, long step, int n, const char *const *tag, const double *value) {
+    if (!t || n == 0) return;
+    static Buf v, s, tail;   // 16 KiB each: not on the stack; one writer per process (rank 0)
+    s.n = tail.n = 0;
+    for (int i = 0; i < n; i++) {
+        float f = (float)value[i];
+        v.n = 0;
+        bytes_field(&v, 1, tag[i], strlen(tag[i]));
+        key(&v, 2, 5);
+        put(&v, &f, 4);
+        bytes_field(&s, 1, v.b, v.n);    // Summary.value, repeated
+    }
     bytes_field(&tail, 5, s.b, s.n);     // Event.summary
     write_event(t, step, &tail);
 }

@@ -15,8 +15,8 @@ typedef struct TfEvents TfEvents;
 // file per run segment (a resume starts a new one; TensorBoard reads them all). NULL + a
 // warning when it cannot be created (TensorBoard output is never worth a failed run).
 TfEvents *tfevents_open(const char *dir);
-// One scalar at step, flushed (a live view).
-void tfevents_scalar(TfEvents *t, const char *tag, long step, double value);
+// n scalars at step (tag[i], value[i]) as one Event, flushed once (a live view).
+void tfevents_scalars(TfEvents *t, long step, int n, const char *const *tag, const double *value);
 void tfevents_close(TfEvents *t);
 
 #endif
