@@ -18,13 +18,31 @@
 
 static int g_init, g_mpi, g_rank, g_world = 1, g_local_rank;
 
+// `srun -n N olmo ...` without an MPI plugin (--mpi=pmix or pmi2) starts N processes that see
+// no process manager: each would join MPI alone as world size 1 and train the whole run into
+// the same run_dir. SLURM_STEP_NUM_TASKS is set by srun for the tasks of a job step (not in
+// an sbatch script's own shell, where a single olmo command is legitimate).
+static void srun_check(int launched) {
+    const char *n = getenv("SLURM_STEP_NUM_TASKS");
+    if (launched || !n || atoi(n) <= 1) return;
+    const char *id = getenv("SLURM_PROCID");
+    fprintf(stderr, "olmo: error: srun started %s tasks (SLURM_STEP_NUM_TASKS; this is task %s) but no MPI process "
+                    "manager is visible (PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_SIZE unset): every task would run "
+                    "alone as world size 1 into the same run_dir. Launch with `srun --mpi=pmix` (or --mpi=pmi2; "
+                    "`srun --mpi=list` shows what this cluster offers), or with mpirun (docs/cluster.md)\n",
+            n, id ? id : "?");
+    exit(2);
+}
+
 void dist_init(void) {
     if (g_init) return;
     g_init = 1;
-#ifdef OLMO_MPI
     // Only join MPI when a launcher started us: a plain `olmo train` stays MPI-free (no
     // singleton start-up cost, works where no MPI runtime is configured).
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) {
+    const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    srun_check(launched);
+#ifdef OLMO_MPI
+    if (launched) {
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
         MPI_Comm_size(MPI_COMM_WORLD, &g_world);
@@ -212,6 +230,16 @@ void dist_allgather_doubles(const double *mine, int k, double *all) {
     }
 #ifdef OLMO_MPI
     MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD);
+#endif
+}
+
+void dist_allgather_bytes(const void *mine, int k, void *all) {
+    if (g_world == 1) {
+        memcpy(all, mine, (size_t)k);
+        return;
+    }
+#ifdef OLMO_MPI
+    MPI_Allgather(mine, k, MPI_BYTE, all, k, MPI_BYTE, MPI_COMM_WORLD);
 #endif
 }
 

@@ -54,6 +54,8 @@ void dist_allgather_shards(float *buf, const size_t *bounds);
 void dist_gather_shards(const float *shard, float *full, const size_t *bounds);
 // Every rank contributes k doubles; all receives world*k doubles in rank order.
 void dist_allgather_doubles(const double *mine, int k, double *all);
+// Every rank contributes k bytes; all receives world*k bytes in rank order.
+void dist_allgather_bytes(const void *mine, int k, void *all);
 long dist_sum_long(long x);          // exact integer sum over ranks
 int dist_any(int flag);              // 1 if any rank passes a non-zero flag
 void dist_bcast(void *buf, size_t bytes, int root);

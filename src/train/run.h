@@ -123,6 +123,7 @@ void save_checkpoint(Run *u, long step, double lr);
 // writes a token, each rank reads it back; a rank that cannot exits 2 naming its rank and
 // host, with all the others); every rank's data has rank 0's fingerprint. All collective.
 void run_take_lock(Run *u);
+void run_print_placement(const Run *u);   // rank 0: the hosts, their ranks and local ranks
 void run_check_shared(Run *u);
 void run_check_data(Run *u);
 // Every rank's peak resident memory (collective): a "memory" record and a line on rank 0.

@@ -13,6 +13,69 @@
 #include "train/run.h"
 #include "util/common.h"
 
+static void host_name(char *h, size_t n) {
+    snprintf(h, n, "?");
+    gethostname(h, n - 1);
+}
+
+// "a-b" or "a" into buf: the ranks (or local ranks) lo..hi of one host.
+static void span(char *buf, size_t n, int lo, int hi) {
+    if (lo == hi) snprintf(buf, n, "%d", lo);
+    else snprintf(buf, n, "%d-%d", lo, hi);
+}
+
+// Rank 0 prints where the ranks run: per host (in order of its first rank), its ranks and
+// their node-local ranks (MPI's: dist_local_rank, the GPU a CUDA rank takes). A host's
+// ranks are listed as runs of consecutive ranks, so `--map-by ppr:8:node` on 8 nodes is one
+// short line per node. What a user reads to see that the launcher placed the ranks as meant.
+#define PLACE_HOST 64
+typedef struct {
+    char host[PLACE_HOST];
+    int local;
+} Place;
+
+// One host's ranks, from its first rank r: " 0-7 (local 0-7), 16 (local 8)" into buf.
+static void host_ranks(const Place *all, int W, int r, char *done, char *buf, size_t n) {
+    size_t len = 0;
+    char part[32], lp[32];
+    for (int q = r; q < W; q++) {
+        if (done[q] || strcmp(all[q].host, all[r].host) != 0) continue;
+        int e = q;   // a run of consecutive ranks with consecutive local ranks
+        while (e + 1 < W && strcmp(all[e + 1].host, all[r].host) == 0 && all[e + 1].local == all[e].local + 1) e++;
+        span(part, sizeof part, q, e);
+        span(lp, sizeof lp, all[q].local, all[e].local);
+        if (len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s (local %s)", len ? ", " : " ", part, lp);
+        for (int k = q; k <= e; k++) done[k] = 1;
+        q = e;
+    }
+}
+
+void run_print_placement(const Run *u) {
+    const int W = u->W;
+    if (W == 1) return;
+    Place mine, *all = xcalloc((size_t)W, sizeof mine);
+    memset(&mine, 0, sizeof mine);
+    host_name(mine.host, sizeof mine.host);
+    mine.local = dist_local_rank();
+    dist_allgather_bytes(&mine, (int)sizeof mine, all);
+    if (u->rank == 0) {
+        char *done = xcalloc((size_t)W, 1), line[8192], ranks[4096];
+        int hosts = 0;
+        size_t len = 0;
+        for (int r = 0; r < W; r++) {
+            if (done[r]) continue;
+            hosts++;
+            host_ranks(all, W, r, done, ranks, sizeof ranks);
+            if (len < sizeof line) len += (size_t)snprintf(line + len, sizeof line - len, " | %s: rank%s%s", all[r].host,
+                                                           strchr(ranks, ',') || strchr(ranks, '-') ? "s" : "", ranks);
+        }
+        printf("placement: %d ranks on %d host%s%s\n", W, hosts, hosts > 1 ? "s" : "", line);
+        fflush(stdout);
+        free(done);
+    }
+    free(all);
+}
+
 // Rank 0 takes run_dir/.lock (io/run_lock.h) when the directory exists; every rank fails
 // together when another run holds it.
 void run_take_lock(Run *u) {
@@ -27,10 +90,6 @@ void run_take_lock(Run *u) {
     if (dist_any(held)) fail_all(u->rank, 2, u->msg);
 }
 
-static void host_name(char *h, size_t n) {
-    snprintf(h, n, "?");
-    gethostname(h, n - 1);
-}
 
 void run_check_shared(Run *u) {
     if (u->W == 1 || u->shared_checked) return;

@@ -82,6 +82,7 @@ static void run_plan(Run *u) {
 // stops the run with nothing on disk.
 static void run_open_inputs(Run *u) {
     const Recipe *r = u->r;
+    run_print_placement(u);
     recipe_loader_config(r, &u->lc, u->W, u->rank);
     u->loader = loader_create(&u->lc);
     u->ev = u->rank == 0 && !r->eval_off ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
