@@ -93,12 +93,13 @@ expect_bad json_field "missing or bad fields: step; loader"
 fresh path
 expect_bad path "no such checkpoint directory" train.resume=$TMP/nowhere
 
-# a world size that does not divide the micro-batches: 8 / 2 = 4 micro-batches over 3 ranks
+# more ranks than micro-batches: 8 / 2 = 4 micro-batches over 5 ranks (fewer ranks than
+# micro-batches split unevenly: tests/test_dist_uneven.sh)
 fresh world
 set +e
-mtrain 3 $TMP/world; rc=$?
+mtrain 5 $TMP/world; rc=$?
 set -e
-[ $rc = 2 ] || fail "world 3: exit $rc: $(tail -5 $TMP/world.log)"
-grep -q "4 micro-batches do not split over 3 ranks" $TMP/world.log || fail "world 3 message: $(cat $TMP/world.log)"
+[ $rc = 2 ] || fail "world 5: exit $rc: $(tail -5 $TMP/world.log)"
+grep -q "4 micro-batches for 5 ranks: every rank needs at least one" $TMP/world.log || fail "world 5 message: $(cat $TMP/world.log)"
 echo "ok world"
 echo "test_checkpoint_bad: ok"

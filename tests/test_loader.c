@@ -76,7 +76,7 @@ static int64_t raw_of_token(uint32_t tok) {
 static void run_world(LoaderConfig c, int W, int steps, const LoaderState *resume, uint32_t *out,
                       LoaderState *end_state, LoaderTotals *tot, int *alarms) {
     c.world_size = W;
-    int per = c.global_batch / W;
+    int per = c.global_batch;   // buffers for the largest block (uneven W: loader_rank_block)
     Loader *L[8];
     for (int r = 0; r < W; r++) {
         c.rank = r;
@@ -88,8 +88,11 @@ static void run_world(LoaderConfig c, int W, int steps, const LoaderState *resum
     for (int s = 0; s < steps; s++)
         for (int r = 0; r < W; r++) {
             loader_next_batch(L[r], in, tg);
-            for (int k = 0; k < per; k++) {
-                out[(size_t)s * c.global_batch + (size_t)r * per + k] = (uint32_t)in[k * T];
+            int first, count;
+            loader_rank_block(c.global_batch / c.micro_batch, W, r, &first, &count);
+            CHECK((uint64_t)count * (uint64_t)c.micro_batch == loader_rank_instances(L[r]), "W=%d rank %d block", W, r);
+            for (int k = 0; k < count * c.micro_batch; k++) {
+                out[(size_t)s * c.global_batch + (size_t)first * c.micro_batch + k] = (uint32_t)in[k * T];
                 for (int i = 0; i + 1 < T; i++)
                     if (tg[k * T + i] != in[k * T + i + 1] || in[k * T + i + 1] != in[k * T + i] + 1) {
                         CHECK(0, "instance tokens/targets wrong at step %d rank %d k %d pos %d", s, r, k, i);
@@ -190,7 +193,7 @@ int main(int argc, char **argv) {
             olmo_global_order(c.seed + (uint64_t)e, perm, 153);
             for (int i = 0; i < 144; i++) ref[(e - 1) * 144 + i] = perm[i];
         }
-        for (int W = 1; W <= 3; W++) {
+        for (int W = 1; W <= 5; W++) {   // 6 micro-batches: W = 4 and 5 split them unevenly
             LoaderTotals tot;
             int alarms;
             LoaderConfig cw = c;
@@ -342,9 +345,13 @@ int main(int argc, char **argv) {
         cb.micro_batch = 4;
         expect_bad(cb, "multiple of train.micro_batch", "global batch not a multiple of the micro-batch");
         cb = base_cfg(2);
-        cb.global_batch = 12;
-        cb.world_size = 5;
-        expect_bad(cb, "do not split evenly over 5 ranks", "ranks");
+        cb.global_batch = 4;
+        cb.world_size = 3;
+        expect_bad(cb, "2 micro-batches for 3 ranks: every rank needs at least one", "ranks");
+        cb = base_cfg(2);
+        cb.world_size = 4;
+        cb.debug_double_shard = 1;
+        expect_bad(cb, "do not split evenly over 4 ranks", "double-shard bug, uneven");
         cb = base_cfg(2);
         cb.global_batch = 200;
         cb.micro_batch = 1;

@@ -163,7 +163,7 @@ int cmd_info(int argc, char **argv) {
     double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
     // The deterministic gradient tree (optim.h GradAcc) holds up to floor(log2(k)) + 1
     // full gradient buffers for k micro-batches per rank.
-    int k = pre ? 1 : r.global_batch / r.micro_batch / world;
+    int k = pre ? 1 : (r.global_batch / r.micro_batch + world - 1) / world;   // the largest block
     if (k < 1) k = 1;
     int tree = 1;
     while ((1 << tree) <= k) tree++;

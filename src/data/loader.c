@@ -69,7 +69,9 @@ struct Loader {
     uint64_t n_raw;
     uint64_t src_avail[LOADER_MAX_SOURCES], src_used[LOADER_MAX_SOURCES];
     uint32_t *mixed;         // mixed position -> raw id; NULL = identity
-    uint64_t N, gb, per_rank, nb;   // instances/epoch, global batch, per rank, batches/epoch
+    uint64_t N, gb, nb;      // instances/epoch, global batch, batches/epoch
+    uint64_t *blk;           // world + 1: rank q holds positions [blk[q], blk[q+1]) of a global batch
+    uint64_t per_rank;       // this rank's instances per batch: blk[rank+1] - blk[rank]
     char fingerprint[65];
 
     // stream state (main thread)
@@ -343,6 +345,14 @@ static void compute_fingerprint(Loader *L) {
 // ---------------------------------------------------------------------------------------
 // Producing a batch
 
+void loader_rank_block(int micro_batches, int world, int rank, int *first, int *count) {
+    const int base = micro_batches / world, extra = micro_batches % world;
+    *count = base + (rank < extra);
+    *first = rank * base + (rank < extra ? rank : extra);
+}
+
+uint64_t loader_rank_instances(const Loader *l) { return l->per_rank; }
+
 static void ensure_perm(Loader *L, uint64_t epoch) {
     if (L->perm_epoch == epoch) return;
     if (L->cfg.shuffle) olmo_global_order(L->seed + epoch, L->perm, L->N);
@@ -352,7 +362,7 @@ static void ensure_perm(Loader *L, uint64_t epoch) {
 
 // Order position of rank q's k-th instance of the global batch starting at `pos`.
 static uint64_t rank_position(const Loader *L, uint64_t pos, int q, uint64_t k) {
-    if (!L->cfg.debug_double_shard) return pos + (uint64_t)q * L->per_rank + k;
+    if (!L->cfg.debug_double_shard) return pos + L->blk[q] + k;
     // The bug (docs/olmo3.md s.7): a sampler gives rank q the stream P_q = order[q::W], and
     // the data loader shards that again, taking P_q[q::S]. S = W, except that at W = 1
     // a second "shard" still skips (the loader and the sampler each advance the cursor
@@ -369,13 +379,13 @@ static void produce(Loader *L, uint64_t epoch, uint64_t pos, Batch *b) {
     int W = L->cfg.world_size;
     uint64_t start = UINT64_MAX;
     for (int q = 0; q < W; q++)
-        for (uint64_t k = 0; k < L->per_rank; k++) {
+        for (uint64_t k = 0; k < L->blk[q + 1] - L->blk[q]; k++) {
             uint64_t p = rank_position(L, pos, q, k);
             if (p < start) start = p;
-            b->all_ids[(uint64_t)q * L->per_rank + k] = L->perm[p];
+            b->all_ids[L->blk[q] + k] = L->perm[p];
         }
     memcpy(b->expected, L->perm + pos, L->gb * sizeof(uint32_t));
-    const uint32_t *mine = b->all_ids + (uint64_t)L->cfg.rank * L->per_rank;
+    const uint32_t *mine = b->all_ids + L->blk[L->cfg.rank];
     size_t T = (size_t)L->cfg.seq_len;
     for (uint64_t k = 0; k < L->per_rank; k++)
         read_instance(L, mine[k], b->inputs + k * T, b->targets + k * T);
@@ -444,8 +454,12 @@ Loader *loader_create(const LoaderConfig *cfg) {
     if (c->micro_batch < 1 || c->global_batch < 1 || c->global_batch % c->micro_batch)
         die_input("train.global_batch (%d) must be a positive multiple of train.micro_batch (%d)",
                   c->global_batch, c->micro_batch);
-    if ((c->global_batch / c->micro_batch) % c->world_size)
-        die_input("train.global_batch / train.micro_batch = %d micro-batches do not split evenly over %d ranks",
+    if (c->debug_double_shard && (c->global_batch / c->micro_batch) % c->world_size)
+        die_input("loader.debug_double_shard: train.global_batch / train.micro_batch = %d micro-batches do not split "
+                  "evenly over %d ranks (the bug it reproduces needs an even split)",
+                  c->global_batch / c->micro_batch, c->world_size);
+    if (c->global_batch / c->micro_batch < c->world_size)
+        die_input("train.global_batch / train.micro_batch = %d micro-batches for %d ranks: every rank needs at least one",
                   c->global_batch / c->micro_batch, c->world_size);
 
     // Own the file lists and open everything.
@@ -490,7 +504,13 @@ Loader *loader_create(const LoaderConfig *cfg) {
 
     build_mixture(L);
     L->gb = (uint64_t)c->global_batch;
-    L->per_rank = L->gb / (uint64_t)c->world_size;
+    L->blk = xmalloc(sizeof(uint64_t) * ((size_t)c->world_size + 1));
+    for (int q = 0; q <= c->world_size; q++) {
+        int first = c->global_batch / c->micro_batch, count = 0;
+        if (q < c->world_size) loader_rank_block(c->global_batch / c->micro_batch, c->world_size, q, &first, &count);
+        L->blk[q] = (uint64_t)first * (uint64_t)c->micro_batch;
+    }
+    L->per_rank = L->blk[c->rank + 1] - L->blk[c->rank];
     L->nb = L->N / L->gb;
     if (L->nb == 0)
         die_input("data: %" PRIu64 " instances per epoch, fewer than one global batch of %d", L->N, c->global_batch);
@@ -542,6 +562,7 @@ void loader_free(Loader *L) {
     free(L->perm);
     free(L->served);
     free(L->sortbuf);
+    free(L->blk);
     free(L->slot.all_ids);
     free(L->slot.expected);
     free(L->slot.inputs);
@@ -579,7 +600,8 @@ static void account(Loader *L, const Batch *b) {
     }
     // Rank overlap: the same id given to two ranks in this step. Key = id*W + rank.
     uint64_t W = (uint64_t)L->cfg.world_size, *key = L->sortbuf, *exp = L->sortbuf + gb;
-    for (uint64_t i = 0; i < gb; i++) key[i] = (uint64_t)b->all_ids[i] * W + i / L->per_rank;
+    for (uint64_t q = 0, i = 0; q < W; q++)
+        for (; i < L->blk[q + 1]; i++) key[i] = (uint64_t)b->all_ids[i] * W + q;
     qsort(key, gb, sizeof *key, cmp_u64);
     uint64_t overlaps = 0;
     for (uint64_t i = 1; i < gb; i++)
@@ -646,7 +668,7 @@ void loader_peek_ids(Loader *L, uint32_t *ids) {
     if (!(L->slot_valid && L->slot.epoch == L->epoch && L->slot.pos == L->pos))
         produce(L, L->epoch, L->pos, &L->slot);
     L->slot_valid = 1;
-    memcpy(ids, L->slot.all_ids + (uint64_t)L->cfg.rank * L->per_rank, L->per_rank * sizeof(uint32_t));
+    memcpy(ids, L->slot.all_ids + L->blk[L->cfg.rank], L->per_rank * sizeof(uint32_t));
 }
 
 void loader_get_state(const Loader *L, LoaderState *s) {

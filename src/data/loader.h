@@ -4,8 +4,9 @@
 // The global order is OLMo-core's: numpy PCG64(seed + epoch).shuffle(arange(N)) (see
 // pcg64.h), cut into global batches of global_batch instances. Inside a global batch,
 // micro-batch j holds instances j*micro_batch .. j*micro_batch+micro_batch-1 of that order
-// and rank r of W owns a contiguous block of micro-batches, so the content of every global
-// batch (and of every micro-batch) is independent of the world size.
+// and rank r of W owns a contiguous block of micro-batches (loader_rank_block: when W does not
+// divide them, the first ones take one more), so the content of every global batch (and of
+// every micro-batch) is independent of the world size.
 // Mixtures choose the instance set from named sources with target token shares.
 // Every served instance is accounted for (coverage, repeats, rank overlap, resume gaps).
 #ifndef OLMO_LOADER_H
@@ -80,7 +81,14 @@ uint64_t loader_batches_per_epoch(const Loader *l);
 // its file and the offset of its first token in that file (tokens).
 void loader_instance_where(const Loader *l, uint32_t id, const char **path, uint64_t *token_offset);
 
-// This rank's share of the next global batch: (global_batch / world_size) instances, as
+// Rank `rank`'s block of a global batch's `micro_batches` micro-batches over `world` ranks:
+// micro-batches [first, first + count), contiguous in rank order; the first
+// micro_batches % world ranks take one more than the others.
+void loader_rank_block(int micro_batches, int world, int rank, int *first, int *count);
+// This rank's instances per global batch (its block's micro-batches x micro_batch).
+uint64_t loader_rank_instances(const Loader *l);
+
+// This rank's share of the next global batch: loader_rank_instances instances, as
 // inputs (n, seq_len) and targets (n, seq_len): targets are inputs shifted by one, the
 // last position masked (-100). Advances the state.
 void loader_next_batch(Loader *l, int32_t *inputs, int32_t *targets);

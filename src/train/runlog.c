@@ -50,11 +50,21 @@ static void print_banner(Run *u, const JobCores *jc) {
     if (jc->oversubscribed)
         snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc->threads,
                  jc->cpus);
+    // Micro-batches per rank: "4", or for an uneven split "2-3 ... (uneven: ranks 0-4 take 3)".
+    const int M = u->GB / u->MB, extra = M % W, most = M / W + (extra > 0);
+    char micro[96], uneven[96] = "";
+    if (extra) {
+        snprintf(micro, sizeof micro, "%d-%d", M / W, most);
+        snprintf(uneven, sizeof uneven, " (uneven: rank%s 0%s%.0d take %d)", extra > 1 ? "s" : "", extra > 1 ? "-" : "",
+                 extra > 1 ? extra - 1 : 0, most);
+    } else {
+        snprintf(micro, sizeof micro, "%d", most);
+    }
     printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
-           "physical core%s%s | %d micro-batch%s of %d per rank%s\n",
+           "physical core%s%s | %s micro-batch%s of %d per rank%s%s\n",
            u->recipe_path, model_num_params(&u->cfg), u->total_steps, u->GB, u->T, W, W > 1 ? "s" : "",
-           omp_get_max_threads(), jc->cores, jc->cores > 1 ? "s" : "", jc->hosts > 1 ? " (all hosts)" : "",
-           u->micro_per_rank, u->micro_per_rank > 1 ? "es" : "", u->MB, over);
+           omp_get_max_threads(), jc->cores, jc->cores > 1 ? "s" : "", jc->hosts > 1 ? " (all hosts)" : "", micro,
+           most > 1 ? "es" : "", u->MB, uneven, over);
     size_t lo0, hi0;
     train_core_range(&u->tc, &lo0, &hi0);
     printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",

@@ -33,6 +33,7 @@ void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, do
         tc->recv = xmalloc_aligned(sizeof(float) * (hi - lo + 1) * (size_t)world);
     }
     tc->chunk_sq = xcalloc((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK + 1, sizeof(double));
+    // micro_per_rank: the most any rank has (uneven blocks are padded to it in the gather).
     tc->loss_local = xcalloc(2 * (size_t)micro_per_rank, sizeof(double));
     tc->loss_all = xcalloc(2 * (size_t)micro_per_rank * (size_t)world, sizeof(double));
 }
@@ -87,7 +88,10 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) 
 StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
                          int micro_batch, int T, long step, float *grads_out) {
     TrainCore *tc = d->tc;
-    const int W = tc->bounds ? tc->world : 1, local_batch = global_batch / W, k = local_batch / micro_batch;
+    const int W = tc->bounds ? tc->world : 1, M = global_batch / micro_batch;
+    int first, k;   // this rank's block of the global batch's M micro-batches (loader_rank_block)
+    loader_rank_block(M, W, tc->bounds ? tc->rank : 0, &first, &k);
+    const int local_batch = k * micro_batch, kmax = (M + W - 1) / W;
     long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
@@ -122,11 +126,16 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         norm = sqrt(t);
     }
     if (tc->bounds) {   // loss sums in global micro-batch order (the order of a single process)
-        dist_allgather_doubles(tc->loss_local, 2 * k, tc->loss_all);
+        // Every rank sends kmax pairs (a shorter block's tail is padding, never summed).
+        dist_allgather_doubles(tc->loss_local, 2 * kmax, tc->loss_all);
         ce = z = 0;
-        for (int j = 0; j < k * W; j++) {
-            ce += tc->loss_all[2 * j];
-            z += tc->loss_all[2 * j + 1];
+        for (int q = 0; q < W; q++) {
+            int fq, kq;
+            loader_rank_block(M, W, q, &fq, &kq);
+            for (int j = 0; j < kq; j++) {
+                ce += tc->loss_all[2 * ((size_t)q * kmax + j)];
+                z += tc->loss_all[2 * ((size_t)q * kmax + j) + 1];
+            }
         }
     }
     double coef = skipstep_clip_coef(&tc->skip, norm, tc->max_grad_norm);

@@ -61,14 +61,18 @@ static void run_plan(Run *u) {
     u->total_steps = recipe_total_steps(r);
     u->T = r->seq_len, u->GB = r->global_batch, u->MB = r->micro_batch;
     const int GB = u->GB, MB = u->MB, W = u->W;
-    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches.
-    if (GB % MB != 0 || (GB / MB) % W != 0) {
+    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches
+    // in contiguous blocks, unevenly when W does not divide them (loader_rank_block).
+    if (GB % MB != 0 || GB / MB < W) {
         snprintf(u->msg, sizeof u->msg,
-                 "train.global_batch %d / train.micro_batch %d = %d micro-batches do not split over %d ranks "
-                 "(micro-batches per rank must be an integer)", GB, MB, GB / MB, W);
+                 GB % MB ? "train.global_batch %d is not a multiple of train.micro_batch %d"
+                         : "train.global_batch %d / train.micro_batch %d = %d micro-batches for %d ranks: every rank "
+                           "needs at least one", GB, MB, GB / MB, W);
         fail_all(u->rank, 2, u->msg);
     }
-    u->local_batch = GB / W, u->micro_per_rank = u->local_batch / MB;
+    int first;
+    loader_rank_block(GB / MB, W, u->rank, &first, &u->micro_per_rank);
+    u->local_batch = u->micro_per_rank * MB;
     // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
     // without CUDA, or on a machine without a device, stops here with nothing written.
     if (backend_resolve(r->backend, r->precision, &u->bimpl, &u->bprec, u->msg, sizeof u->msg) != 0)
@@ -115,7 +119,8 @@ static void run_create_model(Run *u) {
     param_init(&u->m.table, u->m.params, r->seed);
     TrainCore *tc = &u->tc;
     tc->model = &u->m;
-    train_core_shard(tc, u->W, u->rank, u->micro_per_rank, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
+    const int most = (u->GB / u->MB + u->W - 1) / u->W;   // micro-batches of the largest block
+    train_core_shard(tc, u->W, u->rank, most, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
     gradacc_init(&tc->acc, u->m.table.total);
     skipstep_from_recipe(&tc->skip, r);
     tc->use_skip = r->skip_step;
