@@ -176,7 +176,7 @@ int cmd_data(int argc, char **argv) {
         free(perm);
     } else {
         // Walk the loader itself (so the bug switch shows), from (epoch, batch start).
-        uint64_t nb = loader_batches_per_epoch(L), gb = (uint64_t)r.global_batch, per = gb / world;
+        uint64_t nb = loader_batches_per_epoch(L), gb = (uint64_t)r.global_batch, per = loader_rank_instances(L);
         if (start >= nb) die_input("olmo data order: --start %" PRIu64 " is past the %" PRIu64 " batches of an epoch", start, nb);
         LoaderState st;
         loader_get_state(L, &st);
