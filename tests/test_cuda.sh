@@ -118,7 +118,11 @@ if command -v mpirun >/dev/null && ldd "$OLMO" | grep libmpi >/dev/null; then
   cmp "$TMP/m2/model.safetensors" "$TMP/m4/model.safetensors" || fail "2 vs 4 GPU ranks differ"
   train "$TMP/c4" train.max_steps=4 ckpt.interval=0
   same_metrics "$TMP/c4" "$TMP/m2" 5e-2
-  echo "GPU data parallel (host-MPI fallback): 2 vs 4 ranks bitwise identical, within 5e-2 of the CPU"
+  # 3 ranks: the 4 micro-batches split unevenly (2, 1, 1; docs/distributed.md)
+  mtrain 3 "$TMP/m3" train.max_steps=4 ckpt.interval=0 train.backend=cuda
+  grep -q "uneven: rank 0 takes 2" "$TMP/m3.log" || fail "3 GPU ranks: $(grep '^olmo train' $TMP/m3.log)"
+  same_metrics "$TMP/c4" "$TMP/m3" 5e-2
+  echo "GPU data parallel (host-MPI fallback): 2 vs 4 ranks bitwise identical, 2, 3 (uneven) within 5e-2 of the CPU"
   unset OLMO_CUDA_NCCL
 else
   echo "SKIP: multi-rank GPU check (no mpirun, or a binary built with MPI=0)"

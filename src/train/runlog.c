@@ -55,8 +55,8 @@ static void print_banner(Run *u, const JobCores *jc) {
     char micro[96], uneven[96] = "";
     if (extra) {
         snprintf(micro, sizeof micro, "%d-%d", M / W, most);
-        snprintf(uneven, sizeof uneven, " (uneven: rank%s 0%s%.0d take %d)", extra > 1 ? "s" : "", extra > 1 ? "-" : "",
-                 extra > 1 ? extra - 1 : 0, most);
+        if (extra == 1) snprintf(uneven, sizeof uneven, " (uneven: rank 0 takes %d)", most);
+        else snprintf(uneven, sizeof uneven, " (uneven: ranks 0-%d take %d)", extra - 1, most);
     } else {
         snprintf(micro, sizeof micro, "%d", most);
     }
