@@ -51,10 +51,15 @@ static void print_banner(Run *u, const JobCores *jc) {
         snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc->threads,
                  jc->cpus);
     printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
-           "physical core%s%s | %d micro-batch%s of %d per rank%s\n",
+           "physical core%s%s | %d micro-batch%s of %d per rank%s%s\n",
            u->recipe_path, model_num_params(&u->cfg), u->total_steps, u->GB, u->T, W, W > 1 ? "s" : "",
            omp_get_max_threads(), jc->cores, jc->cores > 1 ? "s" : "", jc->hosts > 1 ? " (all hosts)" : "",
-           u->micro_per_rank, u->micro_per_rank > 1 ? "es" : "", u->MB, over);
+           u->micro_per_rank, u->micro_per_rank > 1 ? "es" : "", u->MB, u->C > 1 ? " (group)" : "", over);
+    if (u->C > 1)
+        printf("context parallel: %d ranks per instance, %d group%s (data parallel over them); each rank holds %d of "
+               "every instance's %d tokens (chunks j and %d-j of %d, j = rank %% %d); K/V all-gathered %d KV head%s at "
+               "a time\n", u->C, u->W / u->C, u->W / u->C > 1 ? "s" : "", u->T / u->C, u->T, 2 * u->C - 1, 2 * u->C,
+               u->C, u->tc.cp_head_stride, u->tc.cp_head_stride > 1 ? "s" : "");
     size_t lo0, hi0;
     train_core_range(&u->tc, &lo0, &hi0);
     printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",

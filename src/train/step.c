@@ -80,14 +80,19 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) 
     long count = 0;
     // A filtered instance's positions count, as OLMo-core counts them (LOADER_TARGET_FILTERED).
     for (size_t i = 0; i < n; i++) count += targets[i] >= 0 || targets[i] == LOADER_TARGET_FILTERED;
-    // An exact integer sum over ranks: every rank scales its loss by the same 1/count.
-    return tc->bounds ? dist_sum_long(count) : count;
+    // An exact integer sum over ranks: every rank scales its loss by the same 1/count. With
+    // context parallelism the C members of a group hold (and counted) the same instances.
+    if (!tc->bounds) return count;
+    return dist_sum_long(count) / (tc->cp > 1 ? tc->cp : 1);
 }
 
 StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
                          int micro_batch, int T, long step, float *grads_out) {
     TrainCore *tc = d->tc;
-    const int W = tc->bounds ? tc->world : 1, local_batch = global_batch / W, k = local_batch / micro_batch;
+    // inputs: the rank's block of instances; with context parallelism its group's (every
+    // member the same whole instances: each takes its own chunks of them, graph.h).
+    const int W = tc->bounds ? tc->world : 1, groups = tc->cp > 1 ? W / tc->cp : W;
+    const int local_batch = global_batch / groups, k = local_batch / micro_batch;
     long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
