@@ -14,6 +14,8 @@
 #     loader alarm, the same final loader state as C = 1's), steps as close as in 2.
 #  4. Refused with exit 2 and nothing written: C not dividing the world, T not divisible
 #     by 2C, C > 1 on the cuda backend, a head stride not dividing n_kv_heads.
+#  5. olmo info --context-parallel 8 prints the per-GPU plan: activations / C plus the
+#     K/V gather buffers; a C not dividing --world is refused (exit 2).
 cd "$(dirname "$0")/.."
 source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
@@ -122,4 +124,19 @@ refuse "T=1000 at C=8" "dist.context_parallel 8 needs train.seq_len divisible by
 refuse "C=2 on cuda" "dist.context_parallel 2 needs train.backend=cpu" 1 dist.context_parallel=2 train.backend=cuda
 refuse "head stride 3" "dist.cp_head_stride must divide model.n_kv_heads = 2" 1 dist.context_parallel=2 dist.cp_head_stride=3
 set -e
+
+# 5. the plan: olmo info --context-parallel C (OLMo 3's stage 3 on 64 GPUs, C = 8, head stride 4)
+info() { "$OLMO" info configs/olmo3-7b-stage3.yml --backend cuda --world 64 "$@"; }
+act() { grep "activations saved, no recompute" | awk '{print $(NF-1)}'; }
+out8=$(info --context-parallel 8 dist.cp_head_stride=4) || fail "olmo info --context-parallel 8"
+grep -q "context parallel 8 (8 groups of 8 GPUs" <<<"$out8" || fail "no context-parallel plan line: $out8"
+a1=$(info | act); a8=$(act <<<"$out8")
+# 1/8 of the activations plus the gathered K/V of 4 heads (4 buffers of 65536 x 512 bf16 = 256 MiB)
+$PY -c "import sys; a1, a8 = int(sys.argv[1]), int(sys.argv[2]); d = a8 - a1 / 8; sys.exit(0 if 0 < d < 2**29 else 1)" "$a1" "$a8" \
+  || fail "activations per GPU at C=8 ($a8 bytes) are not those of C=1 ($a1) / 8 plus the K/V gather"
+set +e
+info --context-parallel 3 >$TMP/i3.log 2>&1; rc=$?
+set -e
+[ $rc = 2 ] && grep -q "context-parallel 3: needs C >= 1 dividing --world 64" $TMP/i3.log || fail "info C=3: exit $rc: $(cat $TMP/i3.log)"
+echo "ok olmo info --context-parallel 8: activations $a8 bytes per GPU (C = 1: $a1)"
 echo "test_cp: ok"

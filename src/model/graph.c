@@ -96,10 +96,10 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->doc = cfg->document_mask && !cp ? take(a, sizeof(int32_t) * N) : NULL;
     if (cp) {   // context parallelism: one head group's K/V of the whole instance, their gradients
         const size_t kvg = (size_t)g->cp.T * g->cp.head_stride * d.D;
-        g->kg = take(a, f * kvg);
-        g->vg = take(a, f * kvg);
-        g->dkg = take(a, f * kvg);
-        g->dvg = take(a, f * kvg);
+        g->kg = take(a, es * kvg);
+        g->vg = take(a, es * kvg);
+        g->dkg = take(a, es * kvg);
+        g->dvg = take(a, es * kvg);
         g->cp_doc = cfg->document_mask ? take(a, sizeof(int32_t) * max_B * (size_t)g->cp.T) : NULL;
     }
     if (kv_len) {
@@ -288,8 +288,8 @@ static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int b
             dist_cp_allgather_rows(at(lb->k, kcol, t), d.KV, w, T, g->kg);
             dist_cp_allgather_rows(at(lb->v, kcol, t), d.KV, w, T, g->vg);
             if (backward) {
-                o->zero(be, g->dkg, sizeof(float) * (size_t)T * w);
-                o->zero(be, g->dvg, sizeof(float) * (size_t)T * w);
+                o->zero(be, g->dkg, dtype_size(t) * (size_t)T * w);
+                o->zero(be, g->dvg, dtype_size(t) * (size_t)T * w);
             }
             const int h0 = g0 * group;
             for (int c = 0; c < 2; c++) {

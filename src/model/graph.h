@@ -65,7 +65,7 @@ typedef struct {
     int32_t *kv_doc;      // (kv_len) document starts with cfg.document_mask; else NULL
     float *kv_logits;     // (max_N, Vp)
     GraphCP cp;           // context parallelism (graph_init_cp); cp.C <= 1: off
-    float *kg, *vg, *dkg, *dvg;   // (T, head_stride*D): one head group's K, V of the instance, their gradients
+    void *kg, *vg, *dkg, *dvg;    // (T, head_stride*D): one head group's K, V of the instance, their gradients
     int32_t *cp_doc;      // (max_B, T) the instance's document starts (with cfg.document_mask)
     void *bufs[GRAPH_MAX_BUFS];   // every allocation, for graph_free
     int nbufs;
