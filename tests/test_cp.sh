@@ -9,7 +9,8 @@
 #  2. A 10-step run at C = 2 (2 ranks, one group) against C = 1 (1 rank): its first loss
 #     within 1e-6, its final weights and every step's loss and norm within 2x what a mere
 #     reordering of C = 1's own gradient sums gives (micro-batches of 1 instead of 2): AdamW
-#     turns any rounding difference into ~1e-5 after ten steps (see section 2 below).
+#     turns any rounding difference into ~1e-5 after ten steps (see section 2 below). The
+#     same for 4 ranks in 2 groups of 2; C = 2 at 2 threads per rank is bitwise 1 thread's.
 #  3. Resume across C: C = 2 stopped at step 5, resumed at C = 1: the same samples (no
 #     loader alarm, the same final loader state as C = 1's), steps as close as in 2.
 #  4. Refused with exit 2 and nothing written: C not dividing the world, T not divisible
@@ -90,6 +91,15 @@ cptrain 2 $TMP/c2 dist.context_parallel=2 || fail "C=2: $(tail -20 $TMP/c2.log)"
 grep -q "context parallel: 2 ranks per instance" $TMP/c2.log || fail "C=2 banner does not say so: $(head -5 $TMP/c2.log)"
 runs_close $TMP/c1 $TMP/c2 $TMP/m1 2 || fail "C=2 beyond 2x the reordering floor of C=1"
 echo "ok 10 steps C=2 vs C=1"
+# two groups of two (data parallel over the groups): as close; and 2 threads per rank: bitwise
+cptrain 4 $TMP/w4c2 dist.context_parallel=2 || fail "W=4 C=2: $(tail -20 $TMP/w4c2.log)"
+grep -q "context parallel: 2 ranks per instance, 2 groups" $TMP/w4c2.log || fail "W=4 C=2 banner: $(head -5 $TMP/w4c2.log)"
+runs_close $TMP/c1 $TMP/w4c2 $TMP/m1 2 || fail "W=4 C=2 beyond 2x the reordering floor of C=1"
+echo "ok 10 steps W=4 C=2 (2 groups) vs C=1"
+mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=2 -np 2 "$OLMO" train "$TMP/cp.yml" train.run_dir=$TMP/c2t2 dist.context_parallel=2 >$TMP/c2t2.log 2>&1 \
+  || fail "C=2 at 2 threads: $(tail -20 $TMP/c2t2.log)"
+cmp $TMP/c2/model.safetensors $TMP/c2t2/model.safetensors || fail "C=2 at 2 threads per rank differs from 1 thread"
+echo "ok C=2 bitwise at 1 and 2 threads per rank"
 
 # 3. resume across C: C = 2 to step 5, then C = 1 to step 10: the loader continues where
 # the C = 2 run stopped (no alarm: no gap, no repeat), ending in the same loader state, and
