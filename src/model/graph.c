@@ -131,7 +131,8 @@ static void upload_rope_tables(Graph *g) {
     // Context parallelism: the rows of the instance's global positions this member holds, in
     // its row order (the rope op then rotates local row t by table row t, unchanged).
     const int cp = g->cp.C > 1, D = g->cfg.head_dim;
-    float *gc = cp ? xmalloc(sizeof(float) * (size_t)g->cp.T * D / 2) : c, *gs = cp ? xmalloc(sizeof(float) * (size_t)g->cp.T * D / 2) : s;
+    const size_t ghalf = cp ? (size_t)g->cp.T * D / 2 : 0;   // the whole instance's tables
+    float *gc = cp ? xmalloc(sizeof(float) * ghalf) : c, *gs = cp ? xmalloc(sizeof(float) * ghalf) : s;
     for (int y = 0; y < (g->yarn_cos ? 2 : 1); y++) {
         rope_tables(gc, gs, cp ? g->cp.T : g->rope_len, D, g->cfg.rope_theta, y ? &g->cfg.rope_scaling : NULL);
         if (cp) {
