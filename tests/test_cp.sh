@@ -11,8 +11,9 @@
 #     reordering of C = 1's own gradient sums gives (micro-batches of 1 instead of 2): AdamW
 #     turns any rounding difference into ~1e-5 after ten steps (see section 2 below). The
 #     same for 4 ranks in 2 groups of 2; C = 2 at 2 threads per rank is bitwise 1 thread's.
-#  3. Resume across C: C = 2 stopped at step 5, resumed at C = 1: the same samples (no
-#     loader alarm, the same final loader state as C = 1's), steps as close as in 2.
+#  3. Resume across C: C = 2 stopped at step 5, resumed at C = 1 on 1 rank and on 2 ranks:
+#     the same samples (no loader alarm, the same final loader state as C = 1's), steps as
+#     close as in 2.
 #  4. Refused with exit 2 and nothing written: C not dividing the world, T not divisible
 #     by 2C, C > 1 on the cuda backend, a head stride not dividing n_kv_heads.
 #  5. olmo info --context-parallel 8 prints the per-GPU plan: activations / C plus the
@@ -116,6 +117,18 @@ assert st[0] == st[1], st
 PY
 runs_close $TMP/c1 $d $TMP/m1 2 || fail "C=2 -> C=1 beyond 2x the reordering floor of C=1"
 echo "ok resume C=2 -> C=1 (the same samples)"
+# the same W: C = 2 on 2 ranks, then C = 1 on 2 ranks (data parallel)
+d=$TMP/c2to1w2
+cptrain 2 $d dist.context_parallel=2 train.stop_at=5 || fail "C=2 stop: $(tail -20 $d.log)"
+cptrain 2 $d || fail "resume C=1 W=2: $(tail -20 $d.log)"
+grep -q "loader alarm" $d.log && fail "C=2 -> C=1 (W=2) loader alarm: $(grep 'loader alarm' $d.log)"
+$PY - $TMP/c1 $d <<'PY' || fail "C=2 -> C=1 (W=2): another loader state than C=1's"
+import json, sys
+st = [json.load(open(f'{r}/checkpoints/step-00000010/train_state.json'))['loader'] for r in sys.argv[1:]]
+assert st[0] == st[1], st
+PY
+runs_close $TMP/c1 $d $TMP/m1 2 || fail "C=2 -> C=1 (W=2) beyond 2x the reordering floor of C=1"
+echo "ok resume C=2 -> C=1 at the same world size 2"
 
 # 4. refused: exit 2, nothing written
 refuse() {   # refuse WHAT GREP W key=value...
