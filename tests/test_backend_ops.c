@@ -437,6 +437,66 @@ static void test_layout(int N) {
     dfree(QKVd), dfree(Vd), dfree(S), dfree(CST);
     free(qkv), free(src), free(v);
 }
+// The context-parallel form: a sequence cut into query chunks (at multiples of the CPU's
+// 64-query block, as context parallelism cuts it), each chunk's queries against the keys
+// before its end, dk and dv added over the chunks, equals the whole attention (where a
+// backend has it; CUDA refuses dist.context_parallel > 1).
+static void test_attention_at(int T, int NH, int NKV, int D, int window, int chunk) {
+    const DType t = ACT;
+    if (!OPS->attention_forward_at) {
+        printf("%-15s attention_forward_at: not in this backend (context parallelism runs on the CPU)\n", g_case.label);
+        return;
+    }
+    size_t nq = (size_t)T * NH * D, nk = (size_t)T * NKV * D;
+    float *q = rand_vec(nq, 1), *k = rand_vec(nk, 1), *v = rand_vec(nk, 1), *dout = rand_vec(nq, 1);
+    round_to(q, nq, t), round_to(k, nk, t), round_to(v, nk, t), round_to(dout, nq, t);
+    int32_t *tok = malloc(sizeof(int32_t) * T), *doc = malloc(sizeof(int32_t) * T);
+    for (int i = 0; i < T; i++) tok[i] = (i == 6 || i == 70 || i == 71 || i == 130) ? 7 : 1;
+    doc_starts_from_tokens(tok, 1, T, 7, doc);
+    float *out = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * NH * T);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    attention_forward(out, lse, q, k, v, 1, T, NH, NKV, D, window, doc);
+    attention_backward(dq, dk, dv, dout, q, k, v, out, lse, 1, T, NH, NKV, D, window, doc);
+    float *lse_c = malloc(sizeof(float) * NH * T);   // the chunks' (NH, chunk) blocks, in chunk order
+    for (int p0 = 0; p0 < T; p0 += chunk) {
+        const int n = p0 + chunk < T ? chunk : T - p0;
+        for (int h = 0; h < NH; h++)
+            memcpy(lse_c + (size_t)p0 * NH + (size_t)h * n, lse + (size_t)h * T + p0, sizeof(float) * n);
+    }
+    void *Q = to_dev(q, nq, t), *K = to_dev(k, nk, t), *V = to_dev(v, nk, t), *DO = to_dev(dout, nq, t);
+    void *DOC = to_dev_i32(doc, T);
+    void *O = OPS->alloc(BE, nq * dtype_size(t)), *L = OPS->alloc(BE, 4 * (size_t)NH * T);
+    void *DQ = OPS->alloc(BE, nq * dtype_size(t)), *DK = OPS->alloc(BE, nk * dtype_size(t));
+    void *DV = OPS->alloc(BE, nk * dtype_size(t));
+    OPS->zero(BE, DK, nk * dtype_size(t)), OPS->zero(BE, DV, nk * dtype_size(t));
+    const int ldq = NH * D, ldk = NKV * D;
+    for (int p0 = 0; p0 < T; p0 += chunk) {
+        const int n = p0 + chunk < T ? chunk : T - p0;
+        const size_t qo = (size_t)p0 * ldq * dtype_size(t);
+        float *Lc = (float *)L + (size_t)p0 * NH;
+        TIMED(OPS->attention_forward_at(BE, (char *)O + qo, Lc, (char *)Q + qo, K, V, t, n, p0, NH, NKV, D, ldq, ldk,
+                                        window, DOC));
+        TIMED(OPS->attention_backward_at(BE, (char *)DQ + qo, DK, DV, (char *)DO + qo, (char *)Q + qo, K, V, Lc, t, n,
+                                         p0, NH, NKV, D, ldq, ldk, window, DOC));
+    }
+    // dk, dv add the chunks' partial sums in another order than one pass (the query heads
+    // of a KV head, then the chunks): 1e-5 even on the CPU, whose other ops are held bitwise
+    const double tol = g_case.tol, worst = g_worst;
+    g_case.tol = tol > 1e-5 ? tol : 1e-5;
+    expect("attention_forward_at", "out", O, t, out, nq);
+    expect("attention_forward_at", "lse", L, DT_F32, lse_c, (size_t)NH * T);
+    expect("attention_backward_at", "dq", DQ, t, dq, nq);
+    expect("attention_backward_at", "dk", DK, t, dk, nk);
+    expect("attention_backward_at", "dv", DV, t, dv, nk);
+    if (!g_perf)
+        printf("%-15s attention_*_at (T %d in chunks of %d) vs the whole attention: %.3g (tolerance %.0e)\n",
+               g_case.label, T, chunk, g_worst, g_case.tol);
+    g_case.tol = tol, g_worst = worst;
+    dfree(Q), dfree(K), dfree(V), dfree(DO), dfree(DOC), dfree(O), dfree(L), dfree(DQ), dfree(DK), dfree(DV);
+    free(q), free(k), free(v), free(dout), free(tok), free(doc), free(out), free(lse), free(lse_c), free(dq), free(dk),
+        free(dv);
+}
+
 
 // ---- the case table --------------------------------------------------------------------------
 // Work of a case's backend calls, for -p: FLOPs of the compute-bound ops (a multiply-add is 2),
@@ -462,6 +522,8 @@ static void c_attention(const int *a) { test_attention(a[0], a[1], a[2], a[3], a
 static double w_attention(const int *a) { return 14.0 * a[0] * a[2] * a[4] * pairs(a[1], a[5], 0); }
 static void c_attention_kv(const int *a) { test_attention_kv(a[0], a[1], a[2], a[3], a[4], a[5]); }
 static double w_attention_kv(const int *a) { return 4.0 * a[2] * a[4] * pairs(a[1], a[5], a[0]); }
+static void c_attention_at(const int *a) { test_attention_at(a[0], a[1], a[2], a[3], a[4], a[5]); }
+static double w_attention_at(const int *a) { return 14.0 * a[1] * a[3] * pairs(a[0], a[4], 0); }
 static void c_swiglu(const int *a) { test_swiglu(a[0], a[1]); }
 static double w_swiglu(const int *a) { return 8.0 * a[0] * a[1] * es(); }
 static void c_lmhead(const int *a) { test_lmhead(a[0], a[1], a[2]); }
@@ -499,6 +561,8 @@ static const OpCase CASES[] = {
      "p0=37 T=1 NH=4 NKV=2 D=16 window=9 (a decode step)", 0},
     {"attention_kv", "attention_forward_kv", c_attention_kv, w_attention_kv, 0, {20, 13, 4, 1, 32, 50},
      "p0=20 T=13 NH=4 NKV=1 D=32 window=50 (a prefill chunk)", 0},
+    {"attention_at", "attention_forward_at attention_backward_at", c_attention_at, w_attention_at, 0,
+     {150, 4, 2, 16, 40, 64}, "T=150 NH=4 NKV=2 D=16 window=40 docs, chunks of 64", 0},
     {"swiglu", "swiglu_forward swiglu_backward", c_swiglu, w_swiglu, 1, {33, 40}, "N=33 H=40", 0},
     {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {150, 32, 96}, "N=150 C=32 V=96 (> the CPU's 128-token chunk)", 0},
     {"optimizer", "sumsq add scale adamw", c_optimizer, w_optimizer, 1, {2 * 65536 + 123}, "n=131195 (3 sum-of-squares chunks)", 0},
@@ -525,7 +589,7 @@ static const struct {
     ENTRY(cast), ENTRY(copy_cols), ENTRY(gather_rows), ENTRY(embedding_forward), ENTRY(embedding_backward),
     ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
     ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(attention_forward), ENTRY(attention_backward),
-    ENTRY(attention_forward_kv), ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq),
+    ENTRY(attention_forward_kv), ENTRY(attention_forward_at), ENTRY(attention_backward_at), ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq),
     ENTRY(scale), ENTRY(add), ENTRY(adamw),
 };
 _Static_assert(sizeof OPS_ENTRIES / sizeof OPS_ENTRIES[0] * sizeof(void (*)(void)) == sizeof(Ops),

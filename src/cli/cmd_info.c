@@ -1,5 +1,5 @@
 // cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
-// [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
+// [--context-parallel C] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
 // memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
 // the recipe's learning rate at the given steps.
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "dist/dist.h"
 #include "train/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
+#include "model/graph.h"
 #include "model/model.h"
 #include "recipe/recipe.h"
 #include "train/optim.h"
@@ -27,7 +28,10 @@ static void print_gib(const char *what, double b) {
 
 // Per GPU for train.backend=cuda in bf16 (cuda_mem_plan: what cuda_model_create requests).
 // W > 1: the NCCL ZeRO-1 layout; the largest shard of dist_shard_bounds is the worst rank.
-static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len) {
+// Context parallelism (C > 1): the plan of one GPU holding T / C tokens of each instance,
+// plus the graph's context-parallel buffers (graph_plan_bytes_cp: one head group's gathered
+// K, V and their gradients over the whole instance, its document starts).
+static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len, int C, int head_stride) {
     ParamTable t;
     param_table_build(&t, cfg);
     size_t *b = xmalloc(sizeof(size_t) * ((size_t)world + 1)), lo = 0, hi = 0;
@@ -35,10 +39,25 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
     for (int r = 0; r < world; r++)
         if (b[r + 1] - b[r] > hi - lo) lo = b[r], hi = b[r + 1];
     CudaMemPlan full, rec;
-    cuda_mem_plan(cfg, &t, micro, seq_len, 1, 0, lo, hi, &full);
-    cuda_mem_plan(cfg, &t, micro, seq_len, 1, 1, lo, hi, &rec);
+    const int Tl = seq_len / C;
+    cuda_mem_plan(cfg, &t, micro, Tl, 1, 0, lo, hi, &full);
+    cuda_mem_plan(cfg, &t, micro, Tl, 1, 1, lo, hi, &rec);
     printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world,
            world > 1 ? " (NCCL ZeRO-1)" : "", micro, seq_len);
+    if (C > 1) {
+        const GraphCP cp = {C, 0, seq_len, head_stride};
+        for (int r = 0; r < 2; r++) {
+            CudaMemPlan *pl = r ? &rec : &full;
+            const double extra = (double)graph_plan_bytes_cp(cfg, micro, seq_len, DT_BF16, r, &cp) -
+                                 (double)graph_plan_bytes(cfg, micro, Tl, DT_BF16, r);
+            pl->activations += extra;
+            pl->total += extra;
+        }
+        printf("  context parallel %d (%d groups of %d GPUs, data parallel over the groups): each GPU holds %d of "
+               "each instance's %d tokens; activations / %d, plus the K/V of %d KV head%s over the whole instance "
+               "(all-gathered per layer); not yet runnable on cuda (the CPU has the collective)\n",
+               C, world / C, C, Tl, seq_len, C, head_stride, head_stride > 1 ? "s" : "");
+    }
     printf("  optimizer shard: %zu of %zu parameters (largest rank)\n", hi - lo, t.total);
     print_gib("bf16 weights (whole table, 2 B/param)", full.weights);
     print_gib("fp32 gradient (one buffer, 4 B/param)", full.grad);
@@ -97,13 +116,17 @@ static void print_lr_at(const Recipe *r, const char *list) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda] [--lr-at S,...]\n"
+            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
+            "                 [--context-parallel C] [--lr-at S,...]\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
             "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
             "  Adam state sharded over W). --backend cuda: the memory per GPU of train.backend=cuda\n"
             "  (bf16; with W > 1 NCCL ZeRO-1: fp32 master and Adam sharded), with and without\n"
             "  activation recompute (train.recompute=on), exactly what the CUDA allocator requests.\n"
+            "  --context-parallel C (default: the recipe's dist.context_parallel): the plan of one rank\n"
+            "  holding T / C tokens of every instance (docs/distributed.md), K/V gathered\n"
+            "  dist.cp_head_stride KV heads at a time.\n"
             "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
             "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n"
             "  --lr-at S1,S2,...: a recipe's learning rate at those optimizer steps (step 1 = the first\n"
@@ -115,7 +138,7 @@ int cmd_info(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    int world = 1;
+    int world = 1, C = 0;
     const char *backend = "cpu", *lr_at = NULL;
     const char *what = argv[1];
     char **ov = xcalloc((size_t)argc, sizeof(char *));
@@ -124,6 +147,7 @@ int cmd_info(int argc, char **argv) {
         if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
         else if (!strcmp(argv[i], "--lr-at") && i + 1 < argc) lr_at = argv[++i];
+        else if (!strcmp(argv[i], "--context-parallel") && i + 1 < argc) C = atoi(argv[++i]);
         else ov[nov++] = argv[i];
     }
     if (world < 1) die_input("--world must be >= 1");
@@ -148,6 +172,12 @@ int cmd_info(int argc, char **argv) {
         printf("recipe %s (model %s)\n", what, r.model_preset[0] ? r.model_preset : "explicit dims");
         if (lr_at) print_lr_at(&r, lr_at);
     }
+    if (C == 0) C = pre ? 1 : r.context_parallel;
+    const int head_stride = r.cp_head_stride;
+    if (C < 1 || world % C || seq_len % (2 * C) || cfg.n_kv_heads % head_stride)
+        die_input("--context-parallel %d: needs C >= 1 dividing --world %d and train.seq_len %d divisible by 2C "
+                  "(dist.cp_head_stride %d must divide n_kv_heads %d)", C, world, seq_len, head_stride,
+                  cfg.n_kv_heads);
     size_t n = model_num_params(&cfg), emb = model_num_params_embedding(&cfg);
     size_t n_real_vocab = n - 2 * (size_t)(cfg.padded_vocab - cfg.vocab_size) * cfg.d_model;
     printf("model: d_model %d, layers %d, heads %d / kv heads %d, head_dim %d, mlp %d, vocab %d (padded %d), window %d, full every %d\n",
@@ -160,14 +190,19 @@ int cmd_info(int argc, char **argv) {
     printf("  sliding-window-aware count (min(window, T)):   %.4g GFLOP   (MFU's count; current OLMo-core's)\n", f2 / 1e9);
     printf("  OLMo-core v2.3 count (6N + 12 L H Dh T):        %.4g GFLOP   (metrics: mfu_olmo_core_v2_3)\n", f1 / 1e9);
     double P = (double)n;
-    double act32 = (double)model_activation_bytes(&cfg, micro, seq_len, 0);
+    // Context parallelism: the activations of T / C tokens plus its gather buffers (graph.h).
+    const GraphCP cp = {C, 0, seq_len, head_stride};
+    double act32 = (double)model_activation_bytes(&cfg, micro, seq_len / C, 0) +
+                   (double)graph_plan_bytes_cp(&cfg, micro, seq_len, DT_F32, 0, &cp) -
+                   (double)graph_plan_bytes(&cfg, micro, seq_len / C, DT_F32, 0);
     // The deterministic gradient tree (optim.h GradAcc) holds up to floor(log2(k)) + 1
     // full gradient buffers for k micro-batches per rank.
-    int k = pre ? 1 : (r.global_batch / r.micro_batch + world - 1) / world;   // the largest block
+    int k = pre ? 1 : (r.global_batch / r.micro_batch + world / C - 1) / (world / C);   // the largest block
     if (k < 1) k = 1;
     int tree = 1;
     while ((1 << tree) <= k) tree++;
-    printf("memory per rank at world size %d, micro-batch %d x %d tokens:\n", world, micro, seq_len);
+    printf("memory per rank at world size %d, micro-batch %d x %d tokens%s:\n", world, micro, seq_len,
+           C > 1 ? " (context parallel: T / C tokens of each on this rank)" : "");
     printf(" fp32 (CPU backend): params 4 + gradient tree 4 x %d (%d micro-batch%s per rank) + Adam 8/W bytes per parameter\n",
            tree, k, k > 1 ? "es" : "");
     print_bytes("params + gradient tree", P * 4 * (1 + tree));
@@ -179,7 +214,7 @@ int cmd_info(int argc, char **argv) {
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
-    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, micro, seq_len);
+    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, micro, seq_len, C, head_stride);
     else print_peaks();
     free(ov);
     return 0;

@@ -94,6 +94,18 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 // doc_start (B, p0+T) or NULL. attention_forward is the case p0 = 0, bitwise.
 void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
                           int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start);
+// Context-parallel form (one sequence, a query chunk of it): T queries at absolute
+// positions p0..p0+T-1, rows ldq floats apart (q, out; a head group starts at its first
+// head's column), against keys 0..p0+T-1, rows ldk apart, under the rules above; lse (NH, T);
+// doc_start (p0+T) or NULL. Always sgemm blocks of QB queries cut at p0, so a chunk starting
+// at a multiple of QB is computed in the blocks of the whole sequence.
+void attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int T, int p0,
+                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start);
+// Its backward: dq (T rows, ldq) overwritten; dk, dv (keys 0..p0+T-1, ldk) ADDED to, so the
+// chunks of a rank (and the ranks of a group, by the caller) sum into one key gradient.
+void attention_backward_at(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                           const float *v, const float *lse, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
+                           int window, const int32_t *doc_start);
 
 // ---- SwiGLU: out = silu(gate) * up; gu (N, 2H) holds [gate | up] per row -------------
 void swiglu_forward(float *out, const float *gu, int N, int H);

@@ -93,6 +93,16 @@ typedef struct {
     void (*attention_forward_kv)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
                                  DType t, int B, int T, int p0, int NH, int NKV, int D, int window,
                                  const int32_t *doc_start);
+    // Context parallelism (kernels.h attention_forward_at / attention_backward_at): a chunk
+    // of queries at positions p0.. of one sequence against its all-gathered keys, with row
+    // strides; the backward adds into dk, dv. NULL in a backend without it (CUDA: the
+    // recipe refuses dist.context_parallel > 1 there).
+    void (*attention_forward_at)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
+                                 DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk, int window,
+                                 const int32_t *doc_start);
+    void (*attention_backward_at)(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                                  const void *k, const void *v, const float *lse, DType t, int T, int p0, int NH,
+                                  int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start);
     // out (N, H) = silu(gate) * up, gu (N, 2H) = [gate | up]; backward dgu (N, 2H).
     void (*swiglu_forward)(OpsBackend *be, void *out, const void *gu, DType t, int N, int H);
     void (*swiglu_backward)(OpsBackend *be, void *dgu, const void *dout, const void *gu, DType t, int N, int H);

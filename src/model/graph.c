@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist_cp.h"
 #include "model/docmask.h"
 #include "util/common.h"
 
@@ -91,7 +92,16 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->yarn_sin = yarn ? take(a, f * half) : NULL;
     g->tok = take(a, sizeof(int32_t) * N);
     g->tgt = take(a, sizeof(int32_t) * N);
-    g->doc = cfg->document_mask ? take(a, sizeof(int32_t) * N) : NULL;
+    const int cp = g->cp.C > 1;
+    g->doc = cfg->document_mask && !cp ? take(a, sizeof(int32_t) * N) : NULL;
+    if (cp) {   // context parallelism: one head group's K/V of the whole instance, their gradients
+        const size_t kvg = (size_t)g->cp.T * g->cp.head_stride * d.D;
+        g->kg = take(a, es * kvg);
+        g->vg = take(a, es * kvg);
+        g->dkg = take(a, es * kvg);
+        g->dvg = take(a, es * kvg);
+        g->cp_doc = cfg->document_mask ? take(a, sizeof(int32_t) * max_B * (size_t)g->cp.T) : NULL;
+    }
     if (kv_len) {
         g->kcache = take(a, es * (size_t)d.L * kv_len * d.KV);
         g->vcache = take(a, es * (size_t)d.L * kv_len * d.KV);
@@ -101,9 +111,15 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
 }
 
 size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute) {
-    Graph g;
+    return graph_plan_bytes_cp(cfg, max_B, max_T, act, recompute, NULL);
+}
+
+size_t graph_plan_bytes_cp(const ModelConfig *cfg, int max_B, int T, DType act, int recompute, const GraphCP *cp) {
+    static Graph g;   // only g.cp is read
     Alloc a = {0};
-    alloc_buffers(&g, &a, cfg, max_B, max_T, act, recompute, 0);
+    memset(&g.cp, 0, sizeof g.cp);
+    if (cp && cp->C > 1) g.cp = *cp;
+    alloc_buffers(&g, &a, cfg, max_B, g.cp.C > 1 ? T / g.cp.C : T, act, recompute, 0);
     return a.bytes;
 }
 
@@ -112,21 +128,37 @@ static void upload_rope_tables(Graph *g) {
     float *c = xmalloc(sizeof(float) * half), *s = xmalloc(sizeof(float) * half);
     OpsBackend *be = g->be;
     // The CPU's function computes the tables for every backend, so all rotate by the same floats.
-    rope_tables(c, s, g->rope_len, g->cfg.head_dim, g->cfg.rope_theta, NULL);
-    be->ops->upload(be, g->rope_cos, c, sizeof(float) * half);
-    be->ops->upload(be, g->rope_sin, s, sizeof(float) * half);
-    if (g->yarn_cos) {
-        rope_tables(c, s, g->rope_len, g->cfg.head_dim, g->cfg.rope_theta, &g->cfg.rope_scaling);
-        be->ops->upload(be, g->yarn_cos, c, sizeof(float) * half);
-        be->ops->upload(be, g->yarn_sin, s, sizeof(float) * half);
+    // Context parallelism: the rows of the instance's global positions this member holds, in
+    // its row order (the rope op then rotates local row t by table row t, unchanged).
+    const int cp = g->cp.C > 1, D = g->cfg.head_dim;
+    const size_t ghalf = cp ? (size_t)g->cp.T * D / 2 : 0;   // the whole instance's tables
+    float *gc = cp ? xmalloc(sizeof(float) * ghalf) : c, *gs = cp ? xmalloc(sizeof(float) * ghalf) : s;
+    for (int y = 0; y < (g->yarn_cos ? 2 : 1); y++) {
+        rope_tables(gc, gs, cp ? g->cp.T : g->rope_len, D, g->cfg.rope_theta, y ? &g->cfg.rope_scaling : NULL);
+        if (cp) {
+            const int ch = g->cp.T / (2 * g->cp.C);
+            int st[2];
+            dist_cp_chunk_starts(g->cp.T, g->cp.C, g->cp.member, st);
+            for (int k = 0; k < 2; k++) {
+                memcpy(c + (size_t)k * ch * D / 2, gc + (size_t)st[k] * D / 2, sizeof(float) * ch * D / 2);
+                memcpy(s + (size_t)k * ch * D / 2, gs + (size_t)st[k] * D / 2, sizeof(float) * ch * D / 2);
+            }
+        }
+        be->ops->upload(be, y ? g->yarn_cos : g->rope_cos, c, sizeof(float) * half);
+        be->ops->upload(be, y ? g->yarn_sin : g->rope_sin, s, sizeof(float) * half);
+    }
+    if (cp) {
+        free(gc);
+        free(gs);
     }
     free(c);
     free(s);
 }
 
 static int init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
-                int recompute, int kv_len) {
+                int recompute, int kv_len, const GraphCP *cp) {
     memset(g, 0, sizeof *g);
+    if (cp) g->cp = *cp;
     g->be = be;
     g->cfg = *cfg;
     model_offsets(&g->off, t, cfg);
@@ -146,18 +178,30 @@ static int init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTab
         memset(g, 0, sizeof *g);
         return -1;
     }
-    g->host_i32 = xmalloc(sizeof(int32_t) * 2 * (size_t)max_B * max_T);
+    // Context parallelism also keeps the instance's document starts and the member's own
+    // inputs and targets here, after the 2 * max_B * max_T the micro-batch itself uses.
+    g->host_i32 = xmalloc(sizeof(int32_t) * (size_t)max_B * (g->cp.C > 1 ? 4 * (size_t)g->cp.T : 2 * (size_t)max_T));
     upload_rope_tables(g);
     return 0;
 }
 
 int graph_init(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T,
                int recompute) {
-    return init(g, be, cfg, t, max_B, max_T, recompute, 0);
+    return init(g, be, cfg, t, max_B, max_T, recompute, 0, NULL);
+}
+
+int graph_init_cp(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int recompute,
+                  const GraphCP *cp) {
+    if (!be->ops->attention_forward_at || !be->ops->attention_backward_at)
+        die("dist.context_parallel: the %s backend has no context-parallel attention (the CPU has)", be->name);
+    if (cp->C < 2 || cp->T % (2 * cp->C) || cp->head_stride < 1 || cfg->n_kv_heads % cp->head_stride)
+        die("graph_init_cp: C=%d, T=%d, head_stride=%d do not fit (T %% 2C == 0, head_stride | n_kv_heads %d)", cp->C,
+            cp->T, cp->head_stride, cfg->n_kv_heads);
+    return init(g, be, cfg, t, max_B, cp->T / cp->C, recompute, 0, cp);
 }
 
 int graph_init_kv(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_n, int max_len) {
-    return init(g, be, cfg, t, 1, max_n, 1, max_len);
+    return init(g, be, cfg, t, 1, max_n, 1, max_len, NULL);
 }
 
 void graph_free(Graph *g) {
@@ -222,6 +266,52 @@ typedef struct {
     void *k, *v;   // layer l's cache (kv_len, NKV*D)
 } KVCtx;
 
+// Context parallelism (graph_init_cp): block attention over this member's two chunks of each
+// instance, at their global positions. Per row b and per group of head_stride KV heads (and
+// their query heads), the group's K and V rows are all-gathered into the whole instance's
+// (T, head_stride*D); each chunk's queries attend to keys 0..its end (causal, window,
+// document mask from the instance's EOS positions). The backward gathers K, V again, adds
+// both chunks' dK, dV over the whole instance, and reduce-scatters them to their owners.
+// lse: per (row, chunk) an (NH, chunk) block. Host collectives: the CPU backend only.
+static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int backward) {
+    const Ops *o = g->be->ops;
+    OpsBackend *be = g->be;
+    const DType t = g->t;
+    const int C = g->cp.C, T = g->cp.T, Tl = T / C, ch = Tl / 2, hs = g->cp.head_stride;
+    const Dims d = dims(&g->cfg, B, Tl);
+    const int group = d.NH / d.NKV, w = hs * d.D;
+    int st[2];
+    dist_cp_chunk_starts(T, C, g->cp.member, st);
+    for (int b = 0; b < B; b++) {
+        const int32_t *ds = g->cp_doc ? g->cp_doc + (size_t)b * T : NULL;
+        for (int g0 = 0; g0 < d.NKV; g0 += hs) {
+            const size_t kcol = (size_t)b * Tl * d.KV + (size_t)g0 * d.D;
+            dist_cp_allgather_rows(at(lb->k, kcol, t), d.KV, w, T, g->kg);
+            dist_cp_allgather_rows(at(lb->v, kcol, t), d.KV, w, T, g->vg);
+            if (backward) {
+                o->zero(be, g->dkg, dtype_size(t) * (size_t)T * w);
+                o->zero(be, g->dvg, dtype_size(t) * (size_t)T * w);
+            }
+            const int h0 = g0 * group;
+            for (int c = 0; c < 2; c++) {
+                const size_t qo = ((size_t)b * Tl + (size_t)c * ch) * d.Q + (size_t)h0 * d.D;
+                float *lse = lb->lse + ((size_t)(2 * b + c) * d.NH + h0) * ch;
+                if (!backward)
+                    o->attention_forward_at(be, at(lb->att, qo, t), lse, at(lb->q, qo, t), g->kg, g->vg, t, ch, st[c],
+                                            hs * group, hs, d.D, d.Q, w, window, ds);
+                else
+                    o->attention_backward_at(be, at(g->dq, qo, t), g->dkg, g->dvg, at(g->datt, qo, t),
+                                             at(lb->q, qo, t), g->kg, g->vg, lse, t, ch, st[c], hs * group, hs, d.D,
+                                             d.Q, w, window, ds);
+            }
+            if (backward) {
+                dist_cp_reduce_scatter_rows(g->dkg, T, w, at(g->dk, kcol, t), d.KV);
+                dist_cp_reduce_scatter_rows(g->dvg, T, w, at(g->dv, kcol, t), d.KV);
+            }
+        }
+    }
+}
+
 // Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
 static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, const KVCtx *kv) {
     const Ops *o = g->be->ops;
@@ -232,7 +322,7 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, c
     const LayerView *nl = &p->norms->layers[l];
     const LayerBufs b = layer_bufs(g, l, &d);
     const float eps = (float)g->cfg.rms_eps;
-    const int p0 = kv ? kv->p0 : 0, window = model_layer_window(&g->cfg, l, p0 + T);
+    const int p0 = kv ? kv->p0 : 0, window = model_layer_window(&g->cfg, l, g->cp.C > 1 ? g->cp.T : p0 + T);
     const float *rc, *rs;
     rope_of(g, l, p0, &rc, &rs);
     // the new rows' K and V: the layer's buffers, or their rows p0.. of the cache
@@ -245,7 +335,9 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, c
     o->copy_cols(be, v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                               // (N, KV)
     o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
     o->rope_forward(be, k, t, rc, rs, B, T, d.NKV, d.D);
-    if (!kv)
+    if (g->cp.C > 1)
+        cp_attention(g, &b, B, window, 0);   // global positions: the group's keys of the instance
+    else if (!kv)
         o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
     else
         o->attention_forward_kv(be, b.att, b.lse, b.q, kv->k, kv->v, t, B, T, p0, d.NH, d.NKV, d.D, window, g->kv_doc);
@@ -269,7 +361,7 @@ static void block_backward(Graph *g, const GraphParams *p, int l, int B, int T) 
     const LayerOffsets *lw = &g->off.layers[l];
     const LayerView *nl = &p->norms->layers[l];
     const LayerBufs b = layer_bufs(g, l, &d);
-    const int window = model_layer_window(&g->cfg, l, T), acc = p->acc;
+    const int window = model_layer_window(&g->cfg, l, g->cp.C > 1 ? g->cp.T : T), acc = p->acc;
     float *gr = p->grad;
     const float *rc, *rs;
     rope_of(g, l, 0, &rc, &rs);
@@ -284,8 +376,10 @@ static void block_backward(Graph *g, const GraphParams *p, int l, int B, int T) 
     o->rmsnorm_backward(be, g->da, t, gr + lw->attn_norm, acc, g->dres, DT_F32, b.ao, t, nl->attn_norm, b.a_rstd, d.N,
                         d.C, d.C, d.C, d.C);
     o->matmul_backward(be, g->datt, t, gr + lw->wo, g->da, b.att, W(p, lw->wo, t), t, d.N, d.Q, d.C, 0, acc);
-    o->attention_backward(be, g->dq, g->dk, g->dv, g->datt, b.q, b.k, b.v, b.att, b.lse, t, B, T, d.NH, d.NKV, d.D,
-                          window, g->doc);
+    if (g->cp.C > 1) cp_attention(g, &b, B, window, 1);
+    else
+        o->attention_backward(be, g->dq, g->dk, g->dv, g->datt, b.q, b.k, b.v, b.att, b.lse, t, B, T, d.NH, d.NKV,
+                              d.D, window, g->doc);
     o->rope_backward(be, g->dq, t, rc, rs, B, T, d.NH, d.D);
     o->rope_backward(be, g->dk, t, rc, rs, B, T, d.NKV, d.D);
     o->rmsnorm_backward(be, g->dqkv, t, gr + lw->q_norm, acc, g->dq, t, b.qkv, t, nl->q_norm, b.q_rstd, d.N, d.Q, d.Q,
@@ -368,6 +462,20 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
     if (!p->acc) o->zero(be, gE, sizeof(float) * (size_t)c->padded_vocab * d.C);
     o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);
     return sums;
+}
+
+LossSums graph_forward_backward_cp(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets,
+                                   int B, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
+    const int C = g->cp.C, T = g->cp.T, Tl = T / C;
+    if (C < 2 || B > g->max_B) die("graph_forward_backward_cp: not a context-parallel graph, or B=%d > %d", B, g->max_B);
+    if (g->cp_doc) {   // document starts from the whole instance's EOS positions (global)
+        doc_starts_from_tokens(inputs, B, T, g->cfg.eos_id, g->host_i32);
+        g->be->ops->upload(g->be, g->cp_doc, g->host_i32, sizeof(int32_t) * B * (size_t)T);
+    }
+    int32_t *in = g->host_i32 + 2 * (size_t)B * T, *tg = in + (size_t)B * Tl;
+    dist_cp_local_ids(inputs, in, B, T, C, g->cp.member);
+    dist_cp_local_ids(targets, tg, B, T, C, g->cp.member);
+    return graph_forward_backward(g, p, in, tg, B, Tl, z_coef, inv_count, logits_out, tok_ce);
 }
 
 // ---- generation: the KV-cache forward -------------------------------------------------------

@@ -21,7 +21,13 @@
 #include "model/config.h"
 #include "model/params.h"
 
-#define GRAPH_MAX_BUFS 48   // the buffers alloc_buffers may take (42 at most today)
+#define GRAPH_MAX_BUFS 48   // the buffers alloc_buffers may take (46 at most today: context parallelism)
+
+// Context parallelism (dist/dist_cp.h): this graph holds member `member` of C's two chunks
+// of each T-token instance; K/V are all-gathered in groups of head_stride KV heads.
+typedef struct {
+    int C, member, T, head_stride;   // C <= 1: off
+} GraphCP;
 
 typedef struct {
     OpsBackend *be;
@@ -58,6 +64,9 @@ typedef struct {
     void *kcache, *vcache;   // (L, kv_len, NKV*D) each
     int32_t *kv_doc;      // (kv_len) document starts with cfg.document_mask; else NULL
     float *kv_logits;     // (max_N, Vp)
+    GraphCP cp;           // context parallelism (graph_init_cp); cp.C <= 1: off
+    void *kg, *vg, *dkg, *dvg;    // (T, head_stride*D): one head group's K, V of the instance, their gradients
+    int32_t *cp_doc;      // (max_B, T) the instance's document starts (with cfg.document_mask)
     void *bufs[GRAPH_MAX_BUFS];   // every allocation, for graph_free
     int nbufs;
 } Graph;
@@ -87,6 +96,22 @@ void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int
                       float *logits, int all_logits);
 // Bytes graph_init allocates for these sizes (no backend needed).
 size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute);
+// Bytes graph_init_cp allocates on one member for T-token instances (cp NULL or C <= 1:
+// graph_plan_bytes).
+size_t graph_plan_bytes_cp(const ModelConfig *cfg, int max_B, int T, DType act, int recompute, const GraphCP *cp);
+// Context parallelism: activations for member cp->member's T / C rows of max_B instances of
+// cp->T tokens, the RoPE tables at its global positions, the gathered K/V scratch. The
+// backend must have the _at attention ops (else an error naming it, exit 1); the group
+// (dist_cp_init) must exist. 0, or -1 (memory).
+int graph_init_cp(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_B, int recompute,
+                  const GraphCP *cp);
+// One micro-batch of whole instances, inputs and targets (B, cp->T) on the host (the same
+// on every member of the group): the member's rows go through the model, attention sees
+// the group's keys. Returns this member's loss sums (its rows; inv_count: 1 / the global
+// target count); logits_out (B * T / C, Vp) and tok_ce are of its rows, in its order
+// (dist_cp_local_ids). The weight gradient is this member's part of the sum.
+LossSums graph_forward_backward_cp(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets,
+                                   int B, float z_coef, float inv_count, float *logits_out, float *tok_ce);
 
 // One micro-batch: inputs, targets (B, T) on the host, targets < 0 masked. Returns the
 // loss sums. With p->grad also the backward of loss = (ce + z_coef * z) * inv_count.

@@ -125,6 +125,9 @@ static const Key KEYS[] = {
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
 
+    {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu only (docs/distributed.md)"},
+    {"dist.cp_head_stride", T_INT, F(cp_head_stride), "1", "context parallelism: K/V are all-gathered this many KV heads at a time (OLMo-core head_stride; OLMo 3: 4); divides model.n_kv_heads"},
+
     {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs); `olmo train` refuses a recipe without them unless eval.off is true"},
     {"eval.off", T_BOOL, F(eval_off), "false", "true = train without in-loop held-out evaluation, on purpose (sets and tasks are then not run during training)"},
     {"eval.base_dir", T_STR, F(eval_base_dir), "", "relative eval.sets / eval.tasks paths are taken under this directory (OLMo-core's mix_base_dir); \"\" = as given"},
@@ -727,6 +730,16 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (!strcmp(r->recompute, "on") && strcmp(r->backend, "cuda"))
         die_input("%s: train.recompute=on needs train.backend=cuda (the cpu backend keeps every block's "
                   "activations; model.* and micro_batch size its memory)", o);
+    if (r->context_parallel < 1) die_input("%s: dist.context_parallel must be >= 1, got %d", o, r->context_parallel);
+    if (r->context_parallel > 1 && r->seq_len % (2 * r->context_parallel))
+        die_input("%s: dist.context_parallel %d needs train.seq_len divisible by 2 x %d = %d (the Llama 3 chunks), got %d",
+                  o, r->context_parallel, r->context_parallel, 2 * r->context_parallel, r->seq_len);
+    if (r->context_parallel > 1 && strcmp(r->backend, "cpu"))
+        die_input("%s: dist.context_parallel %d needs train.backend=cpu (the %s backend has no context-parallel "
+                  "collective yet)", o, r->context_parallel, r->backend);
+    if (r->cp_head_stride < 1 || mc.n_kv_heads % r->cp_head_stride)
+        die_input("%s: dist.cp_head_stride must divide model.n_kv_heads = %d, got %d", o, mc.n_kv_heads,
+                  r->cp_head_stride);
     if (r->precision[0] && strcmp(r->precision, "fp32") && strcmp(r->precision, "bf16"))
         die_input("%s: train.precision must be fp32 or bf16 (or empty for the backend's default), got '%s'", o, r->precision);
     if (strcmp(r->eval_device, "auto") && strcmp(r->eval_device, "cpu"))
@@ -878,13 +891,15 @@ void recipe_print_keys(void) {
 
 // Keys whose value the model never sees on resume: logging, evaluation, checkpointing,
 // paths of this run, the alarm, and switches that only apply to a fresh run (train.seed:
-// the weights come from the checkpoint; load_*; train.recompute: bitwise the same steps). train.backend is here because the
+// the weights come from the checkpoint; load_*; train.recompute: bitwise the same steps; dist.context_parallel and
+// its head stride: the same samples and, as a change of world size, the same steps up to rounding:
+// tests/test_cp.sh resumes a C = 2 run at C = 1). train.backend is here because the
 // numbers it can change, the precision, are compared on their own (effective precision).
 static int harmless_key(const char *name) {
     static const char *keys[] = {"train.run_dir", "train.log_every", "train.stop_at", "train.resume", "train.load_path",
                                  "train.load_optim", "train.load_trainer_state", "train.seed", "train.backend",
                                  "train.recompute", "train.tensorboard",
-                                 "loader.prefetch", NULL};
+                                 "loader.prefetch", "dist.context_parallel", "dist.cp_head_stride", NULL};
     static const char *sections[] = {"alarm.", "eval.", "ckpt.", "perf.", NULL};
     for (int i = 0; keys[i]; i++)
         if (!strcmp(name, keys[i])) return 1;

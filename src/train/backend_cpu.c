@@ -10,8 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist_cp.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
+
+// The CPU's backend object: with context parallelism (dist.context_parallel > 1) also the
+// member's own graph, at T / C positions per instance (the Model's graph, if evaluation
+// allocates it, stays the whole-instance one).
+typedef struct {
+    Backend base;
+    Graph *cp_graph;
+} CpuBackend;
 
 // ---- the StepDevice: the Model's graph on the CPU op table, the GradAcc tree -------------
 static void cpu_grad_begin(StepDevice *d) { gradacc_reset(&d->tc->acc); }
@@ -19,9 +28,17 @@ static void cpu_grad_begin(StepDevice *d) { gradacc_reset(&d->tc->acc); }
 static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int32_t *targets, int B, int T,
                                 float z_coef, float inv_count) {
     TrainCore *tc = d->tc;
-    GraphParams p;
-    Graph *g = model_graph(tc->model, gradacc_slot(&tc->acc), &p);
-    LossSums s = graph_forward_backward(g, &p, inputs, targets, B, T, z_coef, inv_count, NULL, NULL);
+    const CpuBackend *be = d->ctx;
+    LossSums s;
+    if (be && be->cp_graph) {   // context parallelism: this member's chunks of the instances
+        Model *m = tc->model;
+        GraphParams p = {m->params, &m->w, gradacc_slot(&tc->acc), 0};   // as model_graph's, without its activations
+        s = graph_forward_backward_cp(be->cp_graph, &p, inputs, targets, B, z_coef, inv_count, NULL, NULL);
+    } else {
+        GraphParams p;
+        Graph *g = model_graph(tc->model, gradacc_slot(&tc->acc), &p);
+        s = graph_forward_backward(g, &p, inputs, targets, B, T, z_coef, inv_count, NULL, NULL);
+    }
     gradacc_push(&tc->acc);
     return s;
 }
@@ -65,16 +82,33 @@ static int cpu_available(char *err, size_t errlen) {
 
 static Backend *cpu_create(Precision prec, TrainCore *tc, int max_B, int max_T, Recompute recompute, char *err,
                            size_t errlen) {
-    (void)max_B, (void)max_T, (void)recompute, (void)err, (void)errlen;   // the recipe refuses recompute=on here
-    Backend *be = xcalloc(1, sizeof *be);
+    (void)recompute;   // the recipe refuses recompute=on here
+    CpuBackend *cb = xcalloc(1, sizeof *cb);
+    Backend *be = &cb->base;
     be->iface = &backend_cpu;
     be->prec = prec;
+    if (tc->cp > 1) {   // the member's activations, at T / C rows per instance (dist_cp.h)
+        const GraphCP cp = {tc->cp, dist_cp_member(), max_T, tc->cp_head_stride > 0 ? tc->cp_head_stride : 1};
+        cb->cp_graph = xcalloc(1, sizeof *cb->cp_graph);
+        if (graph_init_cp(cb->cp_graph, model_backend(tc->model), &tc->model->cfg, &tc->model->table, max_B, 0, &cp)) {
+            snprintf(err, errlen, "dist.context_parallel %d: out of memory for the activations of (B=%d, T=%d / %d)",
+                     tc->cp, max_B, max_T, tc->cp);
+            free(cb->cp_graph);
+            free(cb);
+            return NULL;
+        }
+    }
     cpu_step_device(&be->dev, tc);
     be->dev.ctx = be;
     return be;
 }
 
-static void cpu_destroy(Backend *be) { free(be); }
+static void cpu_destroy(Backend *be) {
+    CpuBackend *cb = (CpuBackend *)be;
+    if (cb->cp_graph) graph_free(cb->cp_graph);
+    free(cb->cp_graph);
+    free(cb);
+}
 
 static void cpu_describe(const Backend *be, char *out, size_t outlen) {
     out[0] = 0;

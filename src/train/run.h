@@ -55,6 +55,7 @@ typedef struct {
     int locked;                 // rank 0 holds run_dir/.lock (io/run_lock.h)
     int shared_checked;         // run_check_shared has run on an existing run_dir
     int T, GB, MB, local_batch, micro_per_rank;
+    int C;                  // dist.context_parallel: ranks per instance; the loader sees W / C groups
     long total_steps;
     const BackendIface *bimpl;  // train.backend (backend.h)
     Precision bprec;

@@ -50,21 +50,28 @@ static void print_banner(Run *u, const JobCores *jc) {
     if (jc->oversubscribed)
         snprintf(over, sizeof over, " | OVERSUBSCRIBED: %d threads on %d CPUs (ranks x threads > cores)", jc->threads,
                  jc->cpus);
-    // Micro-batches per rank: "4", or for an uneven split "2-3 ... (uneven: ranks 0-4 take 3)".
-    const int M = u->GB / u->MB, extra = M % W, most = M / W + (extra > 0);
+    // Micro-batches per rank (per context-parallel group): "4", or for an uneven split
+    // "2-3 ... (uneven: ranks 0-4 take 3)".
+    const int G = W / u->C, M = u->GB / u->MB, extra = M % G, most = M / G + (extra > 0);
     char micro[96], uneven[96] = "";
     if (extra) {
-        snprintf(micro, sizeof micro, "%d-%d", M / W, most);
-        if (extra == 1) snprintf(uneven, sizeof uneven, " (uneven: rank 0 takes %d)", most);
-        else snprintf(uneven, sizeof uneven, " (uneven: ranks 0-%d take %d)", extra - 1, most);
+        const char *who = u->C > 1 ? "group" : "rank";
+        snprintf(micro, sizeof micro, "%d-%d", M / G, most);
+        if (extra == 1) snprintf(uneven, sizeof uneven, " (uneven: %s 0 takes %d)", who, most);
+        else snprintf(uneven, sizeof uneven, " (uneven: %ss 0-%d take %d)", who, extra - 1, most);
     } else {
         snprintf(micro, sizeof micro, "%d", most);
     }
     printf("olmo train: %s | %zu params | %ld steps x %d instances x %d tokens | %d rank%s x %d threads on %d "
-           "physical core%s%s | %s micro-batch%s of %d per rank%s%s\n",
+           "physical core%s%s | %s micro-batch%s of %d per rank%s%s%s\n",
            u->recipe_path, model_num_params(&u->cfg), u->total_steps, u->GB, u->T, W, W > 1 ? "s" : "",
            omp_get_max_threads(), jc->cores, jc->cores > 1 ? "s" : "", jc->hosts > 1 ? " (all hosts)" : "", micro,
-           most > 1 ? "es" : "", u->MB, uneven, over);
+           most > 1 ? "es" : "", u->MB, u->C > 1 ? " (group)" : "", uneven, over);
+    if (u->C > 1)
+        printf("context parallel: %d ranks per instance, %d group%s (data parallel over them); each rank holds %d of "
+               "every instance's %d tokens (chunks j and %d-j of %d, j = rank %% %d); K/V all-gathered %d KV head%s at "
+               "a time\n", u->C, u->W / u->C, u->W / u->C > 1 ? "s" : "", u->T / u->C, u->T, 2 * u->C - 1, 2 * u->C,
+               u->C, u->tc.cp_head_stride, u->tc.cp_head_stride > 1 ? "s" : "");
     size_t lo0, hi0;
     train_core_range(&u->tc, &lo0, &hi0);
     printf("ZeRO-1: Adam m, v %.2f MiB on rank 0 (shard %zu..%zu; %.2f MiB unsharded)\n",

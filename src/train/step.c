@@ -81,17 +81,22 @@ long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) 
     long count = 0;
     // A filtered instance's positions count, as OLMo-core counts them (LOADER_TARGET_FILTERED).
     for (size_t i = 0; i < n; i++) count += targets[i] >= 0 || targets[i] == LOADER_TARGET_FILTERED;
-    // An exact integer sum over ranks: every rank scales its loss by the same 1/count.
-    return tc->bounds ? dist_sum_long(count) : count;
+    // An exact integer sum over ranks: every rank scales its loss by the same 1/count. With
+    // context parallelism the C members of a group hold (and counted) the same instances.
+    if (!tc->bounds) return count;
+    return dist_sum_long(count) / (tc->cp > 1 ? tc->cp : 1);
 }
 
 StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
                          int micro_batch, int T, long step, float *grads_out) {
     TrainCore *tc = d->tc;
-    const int W = tc->bounds ? tc->world : 1, M = global_batch / micro_batch;
-    int first, k;   // this rank's block of the global batch's M micro-batches (loader_rank_block)
-    loader_rank_block(M, W, tc->bounds ? tc->rank : 0, &first, &k);
-    const int local_batch = k * micro_batch, kmax = (M + W - 1) / W;
+    // inputs: the rank's block of instances; with context parallelism its group's (every
+    // member the same whole instances: each takes its own chunks of them, graph.h).
+    const int W = tc->bounds ? tc->world : 1, C = tc->cp > 1 ? tc->cp : 1, groups = W / C;
+    const int M = global_batch / micro_batch;
+    int first, k;   // this rank's group's block of the global batch's M micro-batches (loader_rank_block)
+    loader_rank_block(M, groups, tc->bounds ? tc->rank / C : 0, &first, &k);
+    const int local_batch = k * micro_batch, kmax = (M + groups - 1) / groups;
     long count = train_count_targets(tc, targets, (size_t)local_batch * T);
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
     double ce = 0, z = 0;
@@ -131,7 +136,7 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         ce = z = 0;
         for (int q = 0; q < W; q++) {
             int fq, kq;
-            loader_rank_block(M, W, q, &fq, &kq);
+            loader_rank_block(M, groups, q / C, &fq, &kq);   // rank q's group's block
             for (int j = 0; j < kq; j++) {
                 ce += tc->loss_all[2 * ((size_t)q * kmax + j)];
                 z += tc->loss_all[2 * ((size_t)q * kmax + j) + 1];

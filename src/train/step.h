@@ -29,6 +29,7 @@ typedef struct {
     float z_loss;
     // Sharding: zero-initialized means one process owning everything (opt over the table).
     int world, rank;
+    int cp, cp_head_stride;   // dist.context_parallel (0 or 1: off) and its head stride
     size_t *bounds;     // world+1 shard boundaries (dist_shard_bounds)
     float *shard_grad;  // this rank's reduced gradient shard
     float *recv;        // reduce-scatter scratch (world x shard floats), world > 1 only

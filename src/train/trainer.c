@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dist/dist.h"
+#include "dist/dist_cp.h"
 #include "io/params_io.h"
 #include "io/run_lock.h"
 #include "model/limits.h"
@@ -60,18 +61,26 @@ static void run_plan(Run *u) {
     u->cfg = recipe_model_config(r);
     u->total_steps = recipe_total_steps(r);
     u->T = r->seq_len, u->GB = r->global_batch, u->MB = r->micro_batch;
-    const int GB = u->GB, MB = u->MB, W = u->W;
-    // Elastic world size: the global batch is fixed by the recipe, ranks split its micro-batches
-    // in contiguous blocks, unevenly when W does not divide them (loader_rank_block).
+    const int GB = u->GB, MB = u->MB;
+    // Context parallelism: groups of C ranks share each instance; data parallel over the groups.
+    u->C = r->context_parallel;
+    if (u->W % u->C || dist_cp_init(u->C)) {
+        snprintf(u->msg, sizeof u->msg, "dist.context_parallel %d must divide the world size %d (mpirun -np)%s", u->C,
+                 u->W, u->W % u->C ? "" : " and needs a run started by mpirun in a build with MPI");
+        fail_all(u->rank, 2, u->msg);
+    }
+    const int W = u->W / u->C;   // data-parallel ranks (groups)
+    // Elastic world size: the global batch is fixed by the recipe, ranks (groups) split its
+    // micro-batches in contiguous blocks, unevenly when W does not divide them (loader_rank_block).
     if (GB % MB != 0 || GB / MB < W) {
         snprintf(u->msg, sizeof u->msg,
                  GB % MB ? "train.global_batch %d is not a multiple of train.micro_batch %d"
-                         : "train.global_batch %d / train.micro_batch %d = %d micro-batches for %d ranks: every rank "
-                           "needs at least one", GB, MB, GB / MB, W);
+                         : "train.global_batch %d / train.micro_batch %d = %d micro-batches for %d %s: every one "
+                           "needs at least one", GB, MB, GB / MB, W, u->C > 1 ? "context-parallel groups" : "ranks");
         fail_all(u->rank, 2, u->msg);
     }
     int first;
-    loader_rank_block(GB / MB, W, u->rank, &first, &u->micro_per_rank);
+    loader_rank_block(GB / MB, W, u->rank / u->C, &first, &u->micro_per_rank);
     u->local_batch = u->micro_per_rank * MB;
     // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
     // without CUDA, or on a machine without a device, stops here with nothing written.
@@ -87,7 +96,8 @@ static void run_plan(Run *u) {
 static void run_open_inputs(Run *u) {
     const Recipe *r = u->r;
     run_print_placement(u);
-    recipe_loader_config(r, &u->lc, u->W, u->rank);
+    recipe_loader_config(r, &u->lc, u->W / u->C, u->rank / u->C);   // a group reads as one rank
+    u->lc.verbose = u->rank == 0;   // its summary once, not once per member of group 0
     u->loader = loader_create(&u->lc);
     u->ev = u->rank == 0 && !r->eval_off ? eval_create(r) : NULL;   // rank 0 evaluates (others wait)
 
@@ -110,16 +120,19 @@ static void run_create_model(Run *u) {
     // train.backend=cuda: the host holds the fp32 params (checkpoints, the final weights)
     // and Adam only until it is uploaded; CPU activations are allocated only if evaluation
     // runs on the CPU model (eval.device=cpu).
+    // Context parallelism: each rank holds T / C positions (its graph: backend_cpu.c); the
+    // host model's own activations are allocated only if evaluation uses them.
     if (u->bimpl->on_device ? model_check_size(&u->cfg, MB, T, lim, sizeof lim)
-                                 : model_check_memory(&u->cfg, MB, T, u->mprec, lim, sizeof lim))
+                                 : model_check_memory(&u->cfg, MB, T / u->C, u->mprec, lim, sizeof lim))
         fail_all(u->rank, 2, lim);
-    if (u->bimpl->on_device) model_create_lazy(&u->m, &u->cfg, MB, T);
+    if (u->bimpl->on_device || u->C > 1) model_create_lazy(&u->m, &u->cfg, MB, T);
     else model_create(&u->m, &u->cfg, MB, T);
     model_set_precision(&u->m, u->mprec);
     param_init(&u->m.table, u->m.params, r->seed);
     TrainCore *tc = &u->tc;
     tc->model = &u->m;
-    const int most = (u->GB / u->MB + u->W - 1) / u->W;   // micro-batches of the largest block
+    tc->cp = u->C, tc->cp_head_stride = r->cp_head_stride;
+    const int groups = u->W / u->C, most = (u->GB / u->MB + groups - 1) / groups;   // the largest block
     train_core_shard(tc, u->W, u->rank, most, r->beta1, r->beta2, r->eps, r->weight_decay, r->decay_embedding);
     gradacc_init(&tc->acc, u->m.table.total);
     skipstep_from_recipe(&tc->skip, r);

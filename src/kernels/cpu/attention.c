@@ -65,16 +65,18 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 // Query blocks are cut at p0, p0+QB, ..., and positions below (query index i0, key index lo)
 // are absolute; only q, out and lse are indexed relative to p0. At p0 = 0 every index,
 // block and sgemm is the one the training forward always had, so its results are bitwise
-// those of before the KV path was added.
-void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
-                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+// those of before the KV path was added. ldq, ldk: the row strides of q/out and k/v (the
+// public forms pass NH*D and NKV*D; context parallelism passes a head group's). gemv: a
+// single query row against cached keys may use sgemv (the KV path; not context
+// parallelism, whose query blocks must be the sgemm blocks of the whole sequence).
+static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int p0,
+                     int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, int gemv_ok) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int Tk = p0 + T;   // keys per batch row
     const int wlen = window < Tk ? window : Tk;
     const int nqb = (T + QB - 1) / QB;
     const int qrows = T < QB ? T : QB;   // a decode step (T = 1) needs one score row, not QB
-    const int ldq = NH * D, ldk = NKV * D;
 #pragma omp parallel
     {
         float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen));
@@ -96,7 +98,7 @@ void attention_forward_kv(float *out, float *lse, const float *q, const float *k
                     // One query row against cached keys (a decode step): sgemv reads K and V
                     // once, where sgemm would first pack them. The training forward (p0 = 0)
                     // keeps its sgemm, so its results stay bitwise what they were.
-                    const int gemv = nq == 1 && p0 > 0;
+                    const int gemv = gemv_ok && nq == 1 && p0 > 0;
                     if (gemv) {
                         cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
                         mask_scores(S, nq, nk, i0, lo, wlen, ds);
@@ -127,15 +129,27 @@ void attention_forward_kv(float *out, float *lse, const float *q, const float *k
     }
 }
 
-void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                        const float *k, const float *v, const float *out, const float *lse,
-                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
-    (void)out;   // D_i comes from P and dP (below); the interface keeps O for the CUDA kernel
+void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+    attn_fwd(out, lse, q, k, v, B, T, p0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1);
+}
+
+void attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int T, int p0,
+                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start) {
+    attn_fwd(out, lse, q, k, v, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0);
+}
+
+// The backward of attn_fwd (no gemv case): queries at p0..p0+T-1 of keys 0..p0+T-1; with
+// zero, dk and dv (keys 0..p0+T-1) are overwritten, else added to. At p0 = 0, zero = 1 and
+// the public strides it is the training backward as it always was, bitwise.
+static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                     const float *v, const float *lse, int B, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
+                     int window, const int32_t *doc_start, int zero) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
-    const int wlen = window < T ? window : T;
+    const int Tk = p0 + T;
+    const int wlen = window < Tk ? window : Tk;
     const int nqb = (T + QB - 1) / QB;
-    const int ldq = NH * D, ldk = NKV * D;
 #pragma omp parallel
     {
         float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
@@ -143,24 +157,24 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++) {
-                for (int j = 0; j < T; j++) {
-                    memset(dk + ((size_t)b * T + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
-                    memset(dv + ((size_t)b * T + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
+                for (int j = 0; zero && j < Tk; j++) {
+                    memset(dk + ((size_t)b * Tk + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
+                    memset(dv + ((size_t)b * Tk + j) * ldk + (size_t)g * D, 0, sizeof(float) * D);
                 }
                 for (int h = g * group; h < (g + 1) * group; h++)
                     for (int qb = 0; qb < nqb; qb++) {
-                        const int i0 = qb * QB, i1 = i0 + QB < T ? i0 + QB : T, nq = i1 - i0;
-                        const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
+                        const int i0 = p0 + qb * QB, i1 = i0 + QB < Tk ? i0 + QB : Tk, nq = i1 - i0;
+                        const int32_t *ds = doc_start ? doc_start + (size_t)b * Tk : NULL;
                         int lo, hi;
                         key_range(i0, i1, wlen, ds, &lo, &hi);
                         const int nk = hi - lo;
-                        const size_t qoff = ((size_t)b * T + i0) * ldq + (size_t)h * D;
-                        const size_t koff = ((size_t)b * T + lo) * ldk + (size_t)g * D;
+                        const size_t qoff = ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
+                        const size_t koff = ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                         const float *Qb = q + qoff, *dOb = dout + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
                         scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
-                            float l = lse[((size_t)b * NH + h) * T + i0 + r];
+                            float l = lse[((size_t)b * NH + h) * T + i0 - p0 + r];
                             float *row = P + (size_t)r * nk;
 #pragma omp simd
                             for (int c = 0; c < nk; c++) row[c] = vexpf(row[c] - l);
@@ -191,4 +205,17 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
         free(P);
         free(dP);
     }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                        const float *k, const float *v, const float *out, const float *lse,
+                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+    (void)out;   // D_i comes from P and dP (attn_bwd); the interface keeps O for the CUDA kernel
+    attn_bwd(dq, dk, dv, dout, q, k, v, lse, B, T, 0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1);
+}
+
+void attention_backward_at(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                           const float *v, const float *lse, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
+                           int window, const int32_t *doc_start) {
+    attn_bwd(dq, dk, dv, dout, q, k, v, lse, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0);
 }

@@ -176,6 +176,22 @@ static void cpu_attention_forward_kv(OpsBackend *be, void *out, float *lse, cons
     attention_forward_kv(out, lse, q, k, v, B, T, p0, NH, NKV, D, window, doc_start);
 }
 
+static void cpu_attention_forward_at(OpsBackend *be, void *out, float *lse, const void *q, const void *k,
+                                     const void *v, DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
+                                     int window, const int32_t *doc_start) {
+    (void)be;
+    need_f32("attention_forward_at", t);
+    attention_forward_at(out, lse, q, k, v, T, p0, NH, NKV, D, ldq, ldk, window, doc_start);
+}
+
+static void cpu_attention_backward_at(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                                      const void *k, const void *v, const float *lse, DType t, int T, int p0, int NH,
+                                      int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start) {
+    (void)be;
+    need_f32("attention_backward_at", t);
+    attention_backward_at(dq, dk, dv, dout, q, k, v, lse, T, p0, NH, NKV, D, ldq, ldk, window, doc_start);
+}
+
 static void cpu_swiglu_forward(OpsBackend *be, void *out, const void *gu, DType t, int N, int H) {
     (void)be;
     need_f32("swiglu_forward", t);
@@ -246,6 +262,7 @@ static const Ops CPU_OPS = {
     .rope_forward = cpu_rope_forward, .rope_backward = cpu_rope_backward,
     .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
     .attention_forward_kv = cpu_attention_forward_kv,
+    .attention_forward_at = cpu_attention_forward_at, .attention_backward_at = cpu_attention_backward_at,
     .swiglu_forward = cpu_swiglu_forward, .swiglu_backward = cpu_swiglu_backward,
     .lmhead_loss = cpu_lmhead_loss,
     .sumsq = cpu_sumsq, .scale = cpu_scale, .add = cpu_add, .adamw = cpu_adamw,
