@@ -75,8 +75,9 @@ static void run_plan(Run *u) {
     if (GB % MB != 0 || GB / MB < W) {
         snprintf(u->msg, sizeof u->msg,
                  GB % MB ? "train.global_batch %d is not a multiple of train.micro_batch %d"
-                         : "train.global_batch %d / train.micro_batch %d = %d micro-batches for %d %s: every one "
-                           "needs at least one", GB, MB, GB / MB, W, u->C > 1 ? "context-parallel groups" : "ranks");
+                         : "train.global_batch %d / train.micro_batch %d = %d micro-batches for %d %ss: every %s "
+                           "needs at least one", GB, MB, GB / MB, W, u->C > 1 ? "context-parallel group" : "rank",
+                 u->C > 1 ? "group" : "rank");
         fail_all(u->rank, 2, u->msg);
     }
     int first;
