@@ -77,8 +77,8 @@ void swiglu_backward_cuda(cudaStream_t st, void *dgu, const void *dout, const vo
 // ---- attention.cu (templates on T = float, bf16; see common.cuh) -----------------------------
 void attention_forward_cuda_dt(cudaStream_t st, void *out, float *lse, const void *q, const void *k, const void *v,
                                DType t, int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
-// Di: (B, NH, T) floats of scratch.
-void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+// Di: (B, NH, T) floats of scratch; ds: cuda_attn_ds_bytes(B, T, NH, NKV) bytes (sizes.h).
+void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, void *ds, const void *dout,
                                 const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
                                 int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
 

@@ -1,8 +1,8 @@
 // ops_cuda.cu: the CUDA backend's Ops table (kernels/ops.h) over the launchers of ops.cuh:
 // one stream, a cuBLASLt handle and workspace, and a scratch arena for what an op needs
-// besides its arguments (norm weight-gradient partials, attention's Di, the LM head's logits
-// chunk and loss rows, the embedding's token groups, the chunk partials of the norm). The
-// scratch grows on demand and is kept, so a sequence of same-shaped calls allocates once.
+// besides its arguments (norm weight-gradient partials, attention's Di and dS tiles, the LM
+// head's logits chunk and loss rows, the embedding's token groups, the chunk partials of the
+// norm). The scratch grows on demand and is kept, so a sequence of same-shaped calls allocates once.
 #include <math.h>
 #include <string.h>
 
@@ -28,7 +28,7 @@ struct CudaOps {
 
 enum {
     S_NORM = OPS_CUDA_S_NORM, S_DI = OPS_CUDA_S_DI, S_LOGITS = OPS_CUDA_S_LOGITS, S_DLOGITS = OPS_CUDA_S_DLOGITS,
-    S_ROWS = OPS_CUDA_S_ROWS, S_GROUPS = OPS_CUDA_S_GROUPS, S_PART = OPS_CUDA_S_PART, S_IDX = OPS_CUDA_S_IDX
+    S_ROWS = OPS_CUDA_S_ROWS, S_GROUPS = OPS_CUDA_S_GROUPS, S_PART = OPS_CUDA_S_PART, S_IDX = OPS_CUDA_S_IDX, S_DS = OPS_CUDA_S_DS
 };
 
 CudaOps *impl(OpsBackend *be) { return (CudaOps *)be->impl; }
@@ -146,7 +146,8 @@ void c_attention_backward(OpsBackend *be, void *dq, void *dk, void *dv, const vo
                           const void *v, const void *out, const float *lse, DType t, int B, int T, int NH, int NKV,
                           int D, int window, const int32_t *doc_start) {
     float *Di = (float *)scratch(be, S_DI, sizeof(float) * (size_t)B * NH * T);
-    attention_backward_cuda_dt(impl(be)->st, dq, dk, dv, Di, dout, q, k, v, out, lse, t, B, T, NH, NKV, D, window,
+    void *ds = t == DT_BF16 ? scratch(be, S_DS, cuda_attn_ds_bytes(B, T, NH, NKV)) : nullptr;
+    attention_backward_cuda_dt(impl(be)->st, dq, dk, dv, Di, ds, dout, q, k, v, out, lse, t, B, T, NH, NKV, D, window,
                                doc_start);
 }
 

@@ -72,7 +72,7 @@ static bool model_init(CudaModel *b) {
     b->bytes += CUDA_WORKSPACE_BYTES;   // the ops backend's cuBLASLt workspace
     if (oom) return false;
     const int N = b->max_B * b->max_T, Q = b->cfg.n_heads * b->cfg.head_dim;
-    OpsLimits lim = {N, b->cfg.d_model > Q ? b->cfg.d_model : Q, b->cfg.n_heads, b->cfg.padded_vocab, b->total};
+    OpsLimits lim = {N, b->cfg.d_model > Q ? b->cfg.d_model : Q, b->cfg.n_heads, b->cfg.padded_vocab, b->total, b->max_T, b->cfg.n_kv_heads};
     size_t sb = ops_cuda_reserve(b->be, &lim);
     if (!sb) return false;
     b->bytes += sb;
