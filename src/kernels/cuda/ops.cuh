@@ -98,9 +98,9 @@ void matmul_backward_cuda(const CudaGemm *g, void *dinp, DType dinp_t, float *dW
                           const void *W, DType t, int N, int C, int OC, int acc_dinp, int acc_dW);
 
 // ---- lmhead.cu -----------------------------------------------------------------------------
-// One block per row of a logits chunk (nrows, V) fp32: row_ce, row_z (double), tok_ce
-// (float, may be NULL); with want_grad dlogits (nrows, V) of type t = inv_count * (softmax
-// * (1 + 2 z lse) - onehot), zeros on masked rows.
+// One block per row of a logits chunk (nrows, V) fp32: row_ce, row_z (double; row_z -1 marks
+// a masked row), tok_ce (float, may be NULL); with want_grad dlogits (nrows, V) of type t =
+// inv_count * (softmax * (1 + 2 z lse) - onehot), zeros on masked rows.
 void lmhead_rows_cuda(cudaStream_t st, void *dlogits, DType t, const float *logits, const int32_t *targets, int nrows,
                       int V, float z_coef, float inv_count, int want_grad, double *row_ce, double *row_z,
                       float *tok_ce);

@@ -184,15 +184,15 @@ LossSums c_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW, const vo
             matmul_backward_cuda(&c->g, (char *)dx + (size_t)n0 * C * es, t, dW, dlogits, xc, W, t, nc, C, V, 0,
                                  acc_dW || n0 > 0);
     }
-    std::vector<double> ce(N), zz(N);
-    std::vector<int32_t> tg(N);
-    c_download(be, ce.data(), row_ce, sizeof(double) * N);
-    c_download(be, zz.data(), row_z, sizeof(double) * N);
-    c_download(be, tg.data(), targets, sizeof(int32_t) * N);
-    if (tok_ce_host) c_download(be, tok_ce_host, tok_ce, sizeof(float) * N);
+    // one download (one sync) of the rows: CE, z (-1 marks a masked row: lmhead.cu), and
+    // the per-token CE behind them in the same buffer when asked for
+    std::vector<double> rows_h(2 * (size_t)N + (tok_ce_host ? (N + 1) / 2 : 0));
+    c_download(be, rows_h.data(), rows, sizeof(double) * 2 * N + (tok_ce_host ? sizeof(float) * N : 0));
+    const double *ce = rows_h.data(), *zz = ce + N;
+    if (tok_ce_host) memcpy(tok_ce_host, zz + N, sizeof(float) * N);
     LossSums sums = {0.0, 0.0, 0};
     for (int n = 0; n < N; n++) {   // token order, as the CPU's chunk loop
-        if (tg[n] < 0) continue;
+        if (zz[n] < 0) continue;
         sums.ce_sum += ce[n];
         sums.z_sum += zz[n];
         sums.n_valid++;
