@@ -114,6 +114,17 @@ void sumsq_chunks_cuda(cudaStream_t st, double *partial, const float *x, size_t 
 // updated p in type wt, or NULL.
 void adamw_cuda(cudaStream_t st, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
                 float beta1, float beta2, float eps, float decay, float step_size, float bc2_sqrt);
+// The same over many spans of the range in one launch (ops.h adamw_spans): span s takes the
+// blocks [blk0, blk0 + ceil(n / 256)) of the nblocks, sorted by blk0; decay = 1 - lr wd per
+// span on the device; the gradient times clip first when use_clip.
+struct AdamWSpanDev {
+    size_t at, n;
+    unsigned long long blk0;
+    float wd, pad;   // pad: 0, so that the host compares tables byte for byte
+};
+void adamw_spans_cuda(cudaStream_t st, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                      const AdamWSpanDev *spans, int nspans, unsigned long long nblocks, float clip, int use_clip,
+                      float lr, float beta1, float beta2, float eps, float step_size, float bc2_sqrt);
 void poison_cuda(cudaStream_t st, float *x);   // x[0] = NaN (fault injection)
 
 // The DType of a C++ element type (float or bf16).

@@ -24,6 +24,10 @@ struct CudaOps {
     cudaStream_t st;
     CudaGemm g;
     Scratch s[OPS_CUDA_SLOTS];
+    // adamw_spans' span table on the device, uploaded when it changes (the same every step)
+    std::vector<AdamWSpanDev> spans_host;
+    AdamWSpanDev *spans_dev = nullptr;
+    size_t spans_cap = 0;
 };
 
 enum {
@@ -75,6 +79,7 @@ void c_destroy(OpsBackend *be) {
     cudaStreamSynchronize(c->st);
     for (Scratch &s : c->s)
         if (s.p) cudaFree(s.p);
+    cudaFree(c->spans_dev);
     cudaFree(c->g.workspace);
     cublasLtDestroy(c->g.lt);
     cudaStreamDestroy(c->st);
@@ -224,6 +229,37 @@ void c_adamw(OpsBackend *be, float *p, float *m, float *v, const float *g, void 
                (float)sqrt(bc2));
 }
 
+// The span table (block offsets added) to the device only when it differs from the last
+// call's: a training run uploads it once.
+void c_adamw_spans(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                   const AdamWSpan *spans, int nspans, float clip, float lr, float beta1, float beta2, float eps,
+                   int step) {
+    CudaOps *c = impl(be);
+    std::vector<AdamWSpanDev> t;
+    unsigned long long blocks = 0;
+    for (int i = 0; i < nspans; i++) {
+        if (!spans[i].n) continue;
+        t.push_back(AdamWSpanDev{spans[i].at, spans[i].n, blocks, spans[i].wd, 0.0f});
+        blocks += (spans[i].n + 255) / 256;
+    }
+    if (t.empty()) return;
+    if (blocks > 0x7fffffffull) die("CUDA adamw_spans: %llu blocks of 256 elements, above a grid's 2^31 - 1", blocks);
+    if (t.size() != c->spans_host.size() || memcmp(t.data(), c->spans_host.data(), t.size() * sizeof t[0])) {
+        if (t.size() > c->spans_cap) {
+            CUDA_CHECK(cudaStreamSynchronize(c->st));
+            if (c->spans_dev) CUDA_CHECK(cudaFree(c->spans_dev));
+            CUDA_CHECK(cudaMalloc(&c->spans_dev, t.size() * sizeof t[0]));
+            c->spans_cap = t.size();
+        }
+        c_upload(be, c->spans_dev, t.data(), t.size() * sizeof t[0]);
+        c->spans_host = t;
+    }
+    // the scalars exactly as c_adamw forms them
+    double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    adamw_spans_cuda(c->st, p, m, v, g, wcopy, wt, c->spans_dev, (int)t.size(), blocks, clip, clip < 1.0f, lr, beta1,
+                     beta2, eps, (float)(lr / bc1), (float)sqrt(bc2));
+}
+
 Ops make_ops() {
     Ops o;
     memset(&o, 0, sizeof o);
@@ -237,7 +273,7 @@ Ops make_ops() {
     o.attention_forward = c_attention_forward; o.attention_backward = c_attention_backward;
     o.swiglu_forward = c_swiglu_forward; o.swiglu_backward = c_swiglu_backward;
     o.lmhead_loss = c_lmhead_loss;
-    o.sumsq = c_sumsq; o.scale = c_scale; o.add = c_add; o.adamw = c_adamw;
+    o.sumsq = c_sumsq; o.scale = c_scale; o.add = c_add; o.adamw = c_adamw; o.adamw_spans = c_adamw_spans;
     return o;
 }
 const Ops CUDA_OPS = make_ops();
