@@ -250,6 +250,11 @@ if [ -f docs/gpu_cost_model.txt ]; then
     note "  $2 (window $1): fwd ${meas_f:-?} | ${pred_f:-?} | ${sd_f:--}; bwd ${meas_b:-?} | ${pred_b:-?} (dK/dV + dQ, Di not modelled) | ${sd_b:--}"
   done
   grep "^PREDICT attention micro_batch" docs/gpu_cost_model.txt | sed 's/^/  /' | tee -a "$S"
+  # the whole step: the bench's 7B step (1 micro-batch + the optimizer) beside the model's
+  meas_step=$(awk '/^RESULT olmo.c cuda/ && /layers=32/ {for (i = 2; i <= NF; i++) if ($i == "s/step") print $(i - 1)}' "$OUT/bench_ours.log" | head -1)
+  pred_step=$(awk '$1 == "PREDICT" && $2 == "bench_step_s" {print $3}' docs/gpu_cost_model.txt)
+  note "predict: 7B bench step (recompute, T 8192, B 1), s: measured ${meas_step:-?} | predicted ${pred_step:-?}"
+  grep "^PREDICT step_7b" docs/gpu_cost_model.txt | sed 's/^/  /' | tee -a "$S"
 else
   note "predict: docs/gpu_cost_model.txt missing (scripts/gpu_cost_model.sh writes it): no predictions to compare"
 fi

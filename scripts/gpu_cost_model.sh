@@ -11,11 +11,16 @@
 #      the kernels' tiling: exact for the mma count; shared wavefronts and global sectors
 #      are per tile, so the ratio carries them up to the edge tiles' share, a few per cent
 #      at T_EMU = 1024), then sums the 24 sliding and 8 full layers of a micro-batch:
-#      forward + backward + the recompute's forward (train.recompute, the 7B's plan);
+#      forward + backward (train.recompute, the 7B's plan, keeps att + lse: no attention
+#      in the recompute);
 #   3. the other kernels: tests/test_backend_ops (every op of kernels/ops.h, forward and
 #      backward, fp32 and bf16, small shapes) with CUEMU_COST=1: their sector efficiency
 #      and conflicts, not their 7B time; cuBLASLt is software here and not counted;
-# and prints PREDICT lines (attention, per layer and per micro-batch) that
+#   4. the whole 7B micro-batch and its MFU: attention and Di as counted, the GEMMs at an
+#      assumed fraction of the tensor peak (cuBLASLt is not counted; 60/70/80% shown), the
+#      memory-bound kernels at the bytes an analytic count says they move, and the bench's
+#      step (that micro-batch plus the whole model's optimizer pass);
+# and prints PREDICT lines (attention, per layer and per micro-batch; the step) that
 # scripts/gpu-check.sh prints beside the measured times. OUT (default
 # docs/gpu_cost_model.txt): the whole report, written atomically.
 # Takes minutes (the emulation counts every access of every lane).
@@ -106,8 +111,50 @@ for layer in ('full', 'sliding'):
         print('PREDICT attn_%s %s layer_ms %.3f' % (kind, layer, per_layer[(kind, layer)] * 1e3))
 fwd = LFULL * per_layer[('fwd', 'full')] + LSLIDE * per_layer[('fwd', 'sliding')]
 bwd = sum(L * (per_layer[('dkdv', ly)] + per_layer[('dq', ly)]) for L, ly in ((LFULL, 'full'), (LSLIDE, 'sliding')))
-print('PREDICT attention micro_batch_ms %.1f (forward %.1f x2 with the recompute, backward %.1f; 8 full + 24 sliding layers)'
-      % ((2 * fwd + bwd) * 1e3, fwd * 1e3, bwd * 1e3))
+# (train.recompute on CUDA keeps every layer's attention output and lse where they fit:
+# the recompute skips attention, so the forward runs once; graph.h GRAPH_RECOMPUTE_KEEP_ATT)
+print('PREDICT attention micro_batch_ms %.1f (forward %.1f once: the recompute keeps att + lse, backward %.1f; 8 full + 24 sliding layers)'
+      % ((fwd + bwd) * 1e3, fwd * 1e3, bwd * 1e3))
+
+# The whole 7B micro-batch (B 1, T 8192, recompute) and its MFU. Counted: attention (above)
+# and Di (its sectors scale with rows x heads). Not counted (cuBLASLt is software in the
+# emulation): the GEMMs, at GEMM_EFF of the bf16 peak (an assumption, printed with its
+# range); the memory-bound kernels, at the bytes they must move (an analytic count below) at
+# HBM_EFF of the peak bandwidth. MFU with OLMo-core's FLOP counts (docs/olmo3.md s.8).
+D7, F7, V7, L7, HD = 4096, 11008, 100352, LFULL + LSLIDE, 128
+GEMM_EFF, HBM_EFF = 0.70, 0.85
+di = sections[TE].get('attn_di_kernel<T>')
+di_s = (di['gld'] + di['gst']) * T7 * H7 / TE / HBM * L7 if di else 0.0
+w_layer = D7 * 3 * D7 + D7 * D7 + D7 * 2 * F7 + F7 * D7   # qkv, o, MLP up (gate + up), down
+gemm_fwd = 2.0 * T7 * (L7 * w_layer + V7 * D7)
+gemm = gemm_fwd * 3 + 2.0 * T7 * L7 * w_layer   # forward, backward (2x), the recompute's forward
+X, Y = T7 * D7 * 2, T7 * F7 * 2                 # one (T, d) and one (T, MLP) bf16 tensor
+# a layer's forward: QK-norm q, k (read + write each) 4X, RoPE q, k in place 4X, the two
+# post-norms with their fp32 residual (read out, read + write fp32 resid, write bf16) 2 x 6X,
+# SwiGLU (read gate + up, write) 3Y; the backward about twice; the recompute once more
+mem_layer = (4 + 4 + 12) * X + 3 * Y
+mem = L7 * mem_layer * (1 + 2 + 1) + 3 * T7 * V7 * 4   # + the LM head's fp32 logits, dlogits
+t_gemm, t_mem = gemm / (PEAK * GEMM_EFF), mem / (HBM * HBM_EFF)
+t_attn = fwd + bwd + di_s
+t_mb = t_gemm + t_attn + t_mem
+f_plain = 6 * (L7 * (w_layer + 4 * D7) + V7 * D7) + 12 * L7 * H7 * HD * T7
+f_win = f_plain - 12 * LSLIDE * H7 * HD * (T7 - W7)
+tok_s = T7 / t_mb
+print('7B micro-batch (B 1, T %d, recompute): GEMMs %.1f TFLOP at %.0f%% of %.0f TFLOP/s (assumed) %.3f s; attention'
+      ' (counted) %.3f s + Di %.3f s; memory-bound kernels %.0f GB (analytic) at %.0f%% of %.2f TB/s %.3f s'
+      % (T7, gemm / 1e12, GEMM_EFF * 100, PEAK / 1e12, t_gemm, fwd + bwd, di_s, mem / 1e9, HBM_EFF * 100, HBM / 1e12, t_mem))
+for eff in (0.6, 0.8):
+    t = gemm / (PEAK * eff) + t_attn + t_mem
+    print('  with GEMMs at %.0f%%: %.3f s, MFU %.1f%% (window-aware) / %.1f%% (plain)'
+          % (eff * 100, t, f_win * T7 / t / PEAK * 100, f_plain * T7 / t / PEAK * 100))
+print('PREDICT step_7b micro_batch_s %.3f tokens_per_s %.0f mfu_window %.1f%% mfu_plain %.1f%% (GEMMs at %.0f%%; %.2f / %.2f GFLOP a token)'
+      % (t_mb, tok_s, f_win * tok_s / PEAK * 100, f_plain * tok_s / PEAK * 100, GEMM_EFF * 100, f_win / 1e9, f_plain / 1e9))
+# tests/test_cuda_bench's step: one micro-batch, then the whole 7B's optimizer on this GPU:
+# zero the gradient (4 B), the norm's sum of squares (4 B), AdamW (p, m, v, g read; p, m, v
+# and the bf16 copy written: 30 B) an element
+NP = L7 * (w_layer + 4 * D7) + 2 * V7 * D7 + D7   # + 4 norms a layer, embedding, head, final norm
+t_opt = NP * (4 + 4 + 30) / (HBM * HBM_EFF)
+print('PREDICT bench_step_s %.3f (micro-batch %.3f + the optimizer over %.2fB parameters %.3f)' % (t_mb + t_opt, t_mb, NP / 1e9, t_opt))
 print()
 print('every kernel: tests/test_backend_ops under the emulation (each op forward and backward, fp32 and bf16, small shapes);')
 print('gld/gst MB against the bytes a kernel needs tell its sector efficiency; est_us is not a 7B time')

@@ -373,6 +373,53 @@ static void test_lmhead(int N, int C, int V) {
     free(x), free(W), free(dW0), free(tg), free(dx), free(dW), free(scr), free(lg), free(ce), free(lg_b), free(ce_b);
 }
 
+// An AdamW update's p, m, v and weight copy against the host's, bit for bit (the same
+// float operations on every backend).
+static void expect_adam(const char *op, const void *P, const void *M, const void *V, const void *WC, const float *p,
+                        const float *m, const float *v, const float *wc, size_t n) {
+    const double tol = g_case.tol;
+    g_case.tol = 0;
+    expect(op, "p", P, DT_F32, p, n);
+    expect(op, "m", M, DT_F32, m, n);
+    expect(op, "v", V, DT_F32, v, n);
+    expect(op, "the weight copy", WC, ACT, wc, n);
+    g_case.tol = tol;
+}
+
+// adamw_spans (where the backend has it): two spans with their own weight decay, a gap
+// between them and an untouched tail, the clip folded in (0.37) and not (1): bit for bit
+// scale then adamw span by span, and the gradient left as it was.
+static void test_adamw_spans(size_t n) {
+    const size_t a0 = n / 3, b0 = a0 + 5, b1 = n - 7;
+    const AdamWSpan sp[2] = {{0, a0, 0.1f}, {b0, b1 - b0, 0.0f}};
+    for (int pass = 0; pass < 2; pass++) {
+        const float clip = pass ? 1.0f : 0.37f;
+        float *g = rand_vec(n, 1), *p = rand_vec(n, 1), *m = rand_vec(n, 0.1f), *v = rand_vec(n, 0.01f);
+        for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+        float *G = to_dev(g, n, DT_F32), *P = to_dev(p, n, DT_F32), *M = to_dev(m, n, DT_F32), *Vd = to_dev(v, n, DT_F32);
+        float *g0 = malloc(sizeof(float) * n), *wc = malloc(sizeof(float) * n);
+        memcpy(g0, g, sizeof(float) * n);
+        memcpy(wc, p, sizeof(float) * n);
+        round_to(wc, n, ACT);   // the weight copy outside the spans: the input p's rounding
+        void *WC = to_dev(wc, n, ACT);
+        if (clip < 1.0f) scale_inplace(g, clip, n);
+        for (int s = 0; s < 2; s++) {
+            adamw_update(p + sp[s].at, m + sp[s].at, v + sp[s].at, g + sp[s].at, sp[s].n, 3e-3f, 0.9f, 0.95f, 1e-8f,
+                         sp[s].wd, 7);
+            memcpy(wc + sp[s].at, p + sp[s].at, sizeof(float) * sp[s].n);
+            round_to(wc + sp[s].at, sp[s].n, ACT);
+        }
+        TIMED(OPS->adamw_spans(BE, P, M, Vd, G, WC, ACT, sp, 2, clip, 3e-3f, 0.9f, 0.95f, 1e-8f, 7));
+        expect_adam("adamw_spans", P, M, Vd, WC, p, m, v, wc, n);
+        const double tol = g_case.tol;
+        g_case.tol = 0;
+        expect("adamw_spans", "g (unchanged)", G, DT_F32, g0, n);
+        g_case.tol = tol;
+        dfree(G), dfree(P), dfree(M), dfree(Vd), dfree(WC);
+        free(g), free(g0), free(p), free(m), free(v), free(wc);
+    }
+}
+
 static void test_optimizer(size_t n) {
     float *g = rand_vec(n, 1), *p = rand_vec(n, 1), *m = rand_vec(n, 0.1f), *v = rand_vec(n, 0.01f), *a = rand_vec(n, 1);
     for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
@@ -398,14 +445,15 @@ static void test_optimizer(size_t n) {
     g_case.tol = 0;
     expect("add", "acc", A, DT_F32, a, n);
     expect("scale", "x", G, DT_F32, g, n);
-    expect("adamw", "p", P, DT_F32, p, n);
-    expect("adamw", "m", M, DT_F32, m, n);
-    expect("adamw", "v", Vd, DT_F32, v, n);
-    round_to(p, n, ACT);
-    expect("adamw", "the weight copy", WC, ACT, p, n);
     g_case.tol = tol;
+    float *wc = malloc(sizeof(float) * n);
+    memcpy(wc, p, sizeof(float) * n);
+    round_to(wc, n, ACT);
+    expect_adam("adamw", P, M, Vd, WC, p, m, v, wc, n);
+    free(wc);
     dfree(G), dfree(P), dfree(M), dfree(Vd), dfree(A), dfree(WC);
     free(g), free(p), free(m), free(v), free(a), free(part);
+    if (OPS->adamw_spans) test_adamw_spans(n);
 }
 
 static void test_layout(int N) {
@@ -565,7 +613,7 @@ static const OpCase CASES[] = {
      {150, 4, 2, 16, 40, 64}, "T=150 NH=4 NKV=2 D=16 window=40 docs, chunks of 64", 0},
     {"swiglu", "swiglu_forward swiglu_backward", c_swiglu, w_swiglu, 1, {33, 40}, "N=33 H=40", 0},
     {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {150, 32, 96}, "N=150 C=32 V=96 (> the CPU's 128-token chunk)", 0},
-    {"optimizer", "sumsq add scale adamw", c_optimizer, w_optimizer, 1, {2 * 65536 + 123}, "n=131195 (3 sum-of-squares chunks)", 0},
+    {"optimizer", "sumsq add scale adamw adamw_spans", c_optimizer, w_optimizer, 1, {2 * 65536 + 123}, "n=131195 (3 sum-of-squares chunks)", 0},
     // -p only: shapes of a training step of bench config (a) (d_model 256, MLP 768, T 256)
     {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {2048, 256, 768}, "N=2048 C=256 OC=768", 1},
     {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {2048, 256, 256, 1}, "N=2048 C=256 + residual", 1},
@@ -589,8 +637,8 @@ static const struct {
     ENTRY(cast), ENTRY(copy_cols), ENTRY(gather_rows), ENTRY(embedding_forward), ENTRY(embedding_backward),
     ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
     ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(attention_forward), ENTRY(attention_backward),
-    ENTRY(attention_forward_kv), ENTRY(attention_forward_at), ENTRY(attention_backward_at), ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq),
-    ENTRY(scale), ENTRY(add), ENTRY(adamw),
+    ENTRY(attention_forward_kv), ENTRY(attention_forward_at), ENTRY(attention_backward_at), ENTRY(swiglu_forward),
+    ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq), ENTRY(scale), ENTRY(add), ENTRY(adamw), ENTRY(adamw_spans),
 };
 _Static_assert(sizeof OPS_ENTRIES / sizeof OPS_ENTRIES[0] * sizeof(void (*)(void)) == sizeof(Ops),
                "kernels/ops.h's Ops has an entry OPS_ENTRIES does not list: add it and a case that runs it");

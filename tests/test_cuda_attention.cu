@@ -22,6 +22,7 @@ extern "C" {
 #include "model/docmask.h"
 }
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sizes.h"
 
 static int failures;
 
@@ -112,7 +113,12 @@ static void check(const Shape &s, const char *path) {
         for (auto &x : out_in) x = bf16_round(x);
     T *oin = to_device<T>(out_in);
     std::vector<float> lse_g = to_host(lsed, nl);
-    attention_backward_cuda<T>(dqd, dkd, dvd, Did, dod, qd, kd, vd, oin, lsed, s.B, s.T, s.NH, s.NKV, s.D, s.window, docd, 0);
+    // the dS scratch of one kv-head group where there are several: the bf16 backward then
+    // runs a launch pair per group (what a budget-bound 7B shape does), else all at once
+    const size_t dsb = cuda_attn_ds_bytes(s.B, s.T, s.NH, s.NKV) / s.NKV;
+    void *dsd;
+    CUDA_CHECK(cudaMalloc(&dsd, dsb));
+    attention_backward_cuda<T>(dqd, dkd, dvd, Did, dsd, dsb, dod, qd, kd, vd, oin, lsed, s.B, s.T, s.NH, s.NKV, s.D, s.window, docd, 0);
     CUDA_CHECK(cudaDeviceSynchronize());
     const double tol = bf ? 1e-2 : 1e-5;
     const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
@@ -129,7 +135,7 @@ static void check(const Shape &s, const char *path) {
     }
     printf("\n");
     for (void *p : {(void *)qd, (void *)kd, (void *)vd, (void *)dod, (void *)od, (void *)dqd, (void *)dkd, (void *)dvd,
-                    (void *)lsed, (void *)Did, (void *)oin, (void *)docd})
+                    (void *)lsed, (void *)Did, dsd, (void *)oin, (void *)docd})
         cudaFree(p);
 }
 

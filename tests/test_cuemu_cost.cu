@@ -154,13 +154,14 @@ static void table(int T, int W) {
     bf16 *q = (bf16 *)dalloc(n), *k = (bf16 *)dalloc(n), *v = (bf16 *)dalloc(n), *o = (bf16 *)dalloc(n),
          *dout = (bf16 *)dalloc(n), *dq = (bf16 *)dalloc(n), *dk = (bf16 *)dalloc(n), *dv = (bf16 *)dalloc(n);
     float *lse = (float *)dalloc((size_t)T * 4), *Di = (float *)dalloc((size_t)T * 4);
+    void *ds = dalloc(cuda_attn_ds_bytes(1, T, 1, 1));
     for (bf16 *p : {q, k, v, dout}) CUDA_CHECK(cudaMemcpy(p, h.data(), n, cudaMemcpyHostToDevice));
     const int windows[2] = {T, W};
     for (int wi = 0; wi < (W > 0 ? 2 : 1); wi++) {
         cuemu::cost::enable(true);
         cuemu::cost::reset();
         attention_forward_cuda_dt(0, o, lse, q, k, v, DT_BF16, 1, T, 1, 1, D, windows[wi], nullptr);
-        attention_backward_cuda_dt(0, dq, dk, dv, Di, dout, q, k, v, o, lse, DT_BF16, 1, T, 1, 1, D, windows[wi], nullptr);
+        attention_backward_cuda_dt(0, dq, dk, dv, Di, ds, dout, q, k, v, o, lse, DT_BF16, 1, T, 1, 1, D, windows[wi], nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         printf("== attention, bf16 WMMA, B 1, T %d, heads 1/1, D %d, window %d\n", T, D, windows[wi]);
         cuemu::cost::report(stdout);

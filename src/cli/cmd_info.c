@@ -65,7 +65,7 @@ static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len
     print_gib(world > 1 ? "Adam m, v (shard, 8 B/param)" : "Adam m, v (8 B/param)", full.adam);
     print_gib("fp32 norm weights (replicated, sharded master)", full.norms);
     print_gib("activations saved, no recompute", full.activations);
-    print_gib("activations saved, recompute (one block)", rec.activations);
+    print_gib("activations saved, recompute (block + att out)", rec.activations);
     print_gib("scratch (LM-head chunk, op scratch, workspace)", full.scratch);
     print_gib("total, no recompute", full.total);
     print_gib("total, recompute (train.recompute=on)", rec.total);

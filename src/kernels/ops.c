@@ -26,6 +26,7 @@ size_t ops_cuda_scratch_slot(int slot, const OpsLimits *l, int act_bytes) {
     case OPS_CUDA_S_GROUPS: return 4 * (3 * N + 1);
     case OPS_CUDA_S_PART: return 8 * one((l->flat + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
     case OPS_CUDA_S_IDX: return 4 * N;
+    case OPS_CUDA_S_DS: return act_bytes == 2 && l->seq > 0 ? cuda_attn_ds_bytes((int)(N / one((size_t)l->seq)), l->seq, l->heads, l->kv_heads) : 0;
     }
     return 0;
 }

@@ -28,6 +28,13 @@ const char *dtype_name(DType t);
 
 typedef struct OpsBackend OpsBackend;
 
+// A span of a flat optimizer range for adamw_spans: elements [at, at + n) of the range,
+// one tensor's part, with that tensor's weight decay.
+typedef struct {
+    size_t at, n;
+    float wd;
+} AdamWSpan;
+
 typedef struct {
     // ---- memory ------------------------------------------------------------------------
     void *(*alloc)(OpsBackend *be, size_t bytes);   // NULL when out of memory
@@ -124,6 +131,13 @@ typedef struct {
     // adamw_update; wcopy (NULL = none): the updated p rounded to type wt.
     void (*adamw)(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
                   float lr, float beta1, float beta2, float eps, float wd, int step);
+    // adamw over the spans of one flat range at once (the CUDA backend: one launch for all
+    // the tensors), each span's gradient read times clip when clip < 1: bit for bit
+    // scale(g, clip) then adamw span by span, without the pass that writes g back (g keeps
+    // its unclipped values). NULL (the CPU): the caller does exactly that instead.
+    void (*adamw_spans)(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                        const AdamWSpan *spans, int nspans, float clip, float lr, float beta1, float beta2, float eps,
+                        int step);
 } Ops;
 
 struct OpsBackend {

@@ -51,6 +51,7 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
                           int kv_len) {
     const Dims d = dims(cfg, max_B, max_T);
     const size_t N = (size_t)d.N, Ls = recompute ? 1 : (size_t)d.L, es = dtype_size(t), f = sizeof(float);
+    const size_t La = recompute == GRAPH_RECOMPUTE_ALL ? 1 : (size_t)d.L;   // att, lse
     const int bf = t == DT_BF16;
     g->res = take(a, f * ((size_t)d.L + 1) * N * d.C);
     g->hf = bf ? take(a, f * N * d.C) : NULL;
@@ -60,7 +61,7 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->q = take(a, es * Ls * N * d.Q);
     g->k = take(a, es * Ls * N * d.KV);
     g->v = take(a, es * Ls * N * d.KV);
-    g->att = take(a, es * Ls * N * d.Q);
+    g->att = take(a, es * La * N * d.Q);
     g->ao = take(a, es * Ls * N * d.C);
     g->gu = take(a, es * Ls * N * 2 * d.H);
     g->act = take(a, es * Ls * N * d.H);
@@ -70,7 +71,7 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->k_rstd = take(a, f * Ls * N);
     g->a_rstd = take(a, f * Ls * N);
     g->m_rstd = take(a, f * Ls * N);
-    g->lse = take(a, f * Ls * N * d.NH);
+    g->lse = take(a, f * La * N * d.NH);
     g->xf_rstd = take(a, f * N);
     g->dres = take(a, f * N * d.C);
     g->dxf = take(a, es * N * d.C);
@@ -212,7 +213,8 @@ void graph_free(Graph *g) {
 }
 
 // ---- the block -----------------------------------------------------------------------------
-// Pointers of layer l's activations (slot 0 with recompute).
+// Pointers of layer l's activations (slot 0 with recompute; att and lse keep layer l's slot
+// under GRAPH_RECOMPUTE_KEEP_ATT).
 typedef struct {
     void *qkv, *q, *k, *v, *att, *ao, *h, *gu, *act, *mo;
     float *q_rstd, *k_rstd, *a_rstd, *m_rstd, *lse;
@@ -223,14 +225,14 @@ typedef struct {
 static void *at(void *base, size_t elems, DType t) { return (char *)base + elems * dtype_size(t); }
 
 static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
-    const size_t N = d->N, sl = g->recompute ? 0 : (size_t)l;
+    const size_t N = d->N, sl = g->recompute ? 0 : (size_t)l, sa = g->recompute == GRAPH_RECOMPUTE_ALL ? 0 : (size_t)l;
     const DType t = g->t;
     LayerBufs b;
     b.qkv = at(g->qkv, sl * N * d->QKV, t);
     b.q = at(g->q, sl * N * d->Q, t);
     b.k = at(g->k, sl * N * d->KV, t);
     b.v = at(g->v, sl * N * d->KV, t);
-    b.att = at(g->att, sl * N * d->Q, t);
+    b.att = at(g->att, sa * N * d->Q, t);
     b.ao = at(g->ao, sl * N * d->C, t);
     b.h = at(g->mid, sl * N * d->C, t);
     b.gu = at(g->gu, sl * N * 2 * d->H, t);
@@ -240,7 +242,7 @@ static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
     b.k_rstd = g->k_rstd + sl * N;
     b.a_rstd = g->a_rstd + sl * N;
     b.m_rstd = g->m_rstd + sl * N;
-    b.lse = g->lse + sl * N * d->NH;
+    b.lse = g->lse + sa * N * d->NH;
     b.x = g->res + (size_t)l * N * d->C;
     b.y = g->res + ((size_t)l + 1) * N * d->C;
     b.xg = t == DT_BF16 ? at(g->xb, sl * N * d->C, t) : (void *)b.x;
@@ -312,8 +314,10 @@ static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int b
     }
 }
 
-// Forward of block l (activations into the layer's buffers, or slot 0 with recompute).
-static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, const KVCtx *kv) {
+// Forward of block l (activations into the layer's buffers, or slot 0 with recompute);
+// again: the recompute before the backward, which under GRAPH_RECOMPUTE_KEEP_ATT finds the
+// attention output and lse where the forward left them and skips attention.
+static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, const KVCtx *kv, int again) {
     const Ops *o = g->be->ops;
     OpsBackend *be = g->be;
     const Dims d = dims(&g->cfg, B, T);
@@ -335,12 +339,15 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, c
     o->copy_cols(be, v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                               // (N, KV)
     o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
     o->rope_forward(be, k, t, rc, rs, B, T, d.NKV, d.D);
-    if (g->cp.C > 1)
-        cp_attention(g, &b, B, window, 0);   // global positions: the group's keys of the instance
-    else if (!kv)
-        o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
-    else
+    if (kv)
         o->attention_forward_kv(be, b.att, b.lse, b.q, kv->k, kv->v, t, B, T, p0, d.NH, d.NKV, d.D, window, g->kv_doc);
+    else if (again && g->recompute == GRAPH_RECOMPUTE_KEEP_ATT) {
+        // the recompute under KEEP_ATT: att and lse are this layer's from the forward, bitwise
+        // what attention would give again
+    } else if (g->cp.C > 1)
+        cp_attention(g, &b, B, window, 0);   // global positions: the group's keys of the instance
+    else
+        o->attention_forward(be, b.att, b.lse, b.q, b.k, b.v, t, B, T, d.NH, d.NKV, d.D, window, g->doc);  // (B, T, NH, D)
     o->matmul_forward(be, b.ao, b.att, W(p, lw->wo, t), t, d.N, d.Q, d.C);                              // (N, C)
     o->rmsnorm_forward(be, b.h32, DT_F32, t == DT_BF16 ? b.h : NULL, b.a_rstd, b.ao, t, nl->attn_norm, b.x, d.N, d.C,
                        d.C, d.C, eps);                                                                   // h = x + norm(a)
@@ -437,7 +444,7 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
 
     // ---- forward ----
     o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, d.N, d.C);   // (N, C)
-    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T, NULL);
+    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T, NULL, 0);
     float *xL = g->res + (size_t)d.L * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
@@ -455,7 +462,7 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
     for (int l = d.L - 1; l >= 0; l--) {
         // Recompute: the block's activations again, bitwise the same (slot 0 still holds the
         // last block's from the forward).
-        if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T, NULL);
+        if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T, NULL, 1);
         block_backward(g, p, l, B, T);
     }
     float *gE = gr + g->off.embed;
@@ -496,7 +503,7 @@ void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int
     o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, n, (int)C);   // (n, C)
     for (int l = 0; l < c->n_layers; l++) {
         const KVCtx kv = {p0, at(g->kcache, l * layer, t), at(g->vcache, l * layer, t)};
-        block_forward(g, p, l, 1, n, &kv);
+        block_forward(g, p, l, 1, n, &kv, 0);
     }
     if (!logits) return;
     const int first = all_logits ? 0 : n - 1, rows = n - first;

@@ -29,12 +29,19 @@ typedef struct {
     int C, member, T, head_stride;   // C <= 1: off
 } GraphCP;
 
+// Activation recompute: keep each block's input only and recompute its forward before its
+// backward (ALL), or keep each layer's attention output and lse too (KEEP_ATT: (Q + NH)
+// values a token a layer, 2 GiB for OLMo 3 7B at T 8192) so that the recompute skips
+// attention, the costliest part of the forward. Results are bitwise those of no recompute.
+#define GRAPH_RECOMPUTE_ALL 1
+#define GRAPH_RECOMPUTE_KEEP_ATT 2
+
 typedef struct {
     OpsBackend *be;
     ModelConfig cfg;
     ModelOffsets off;     // tensor offsets of the flat table (weights and gradients)
     int max_B, max_T;
-    int recompute;        // 1: keep each block's input only, recompute its forward before its backward
+    int recompute;        // 0, or GRAPH_RECOMPUTE_ALL / _KEEP_ATT (below)
     DType t;              // be->act
     size_t bytes;         // allocated through be
     // activations (device), (max_B * max_T) rows; per-layer buffers hold L slots, or 1 with recompute

@@ -35,5 +35,10 @@ void devstate_scale(const DevState *s, float coef);
 // weight decay; o gives the hyperparameters and its step count, incremented here. The
 // compute copy (if any) is refreshed from the updated master.
 void devstate_adamw(const DevState *s, AdamW *o, double lr);
+// devstate_scale(clip) when clip < 1, then devstate_adamw, bit for bit: where the backend
+// has adamw_spans (CUDA) in one launch for every tensor with the clip folded in (one pass
+// over the gradient fewer; the gradient buffer keeps its unclipped values), else (the CPU)
+// those two calls.
+void devstate_clip_adamw(const DevState *s, AdamW *o, double lr, double clip);
 
 #endif

@@ -144,13 +144,13 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         }
     }
     double coef = skipstep_clip_coef(&tc->skip, norm, tc->max_grad_norm);
-    if (!(coef >= 1.0)) devstate_scale(&d->state, (float)coef);
     StepResult r = train_step_result(tc, ce, z, count, norm, step);
     if (!r.skipped) {
-        devstate_adamw(&d->state, &tc->opt, r.lr);
+        devstate_clip_adamw(&d->state, &tc->opt, r.lr, coef);   // the clip in the update (CUDA)
         d->ops->params_allgather(d);
-    } else if (skipstep_zero_factor(&tc->skip, &d->state, r.grad_norm)) {
-        d->ops->params_allgather(d);
+    } else {
+        if (!(coef >= 1.0)) devstate_scale(&d->state, (float)coef);
+        if (skipstep_zero_factor(&tc->skip, &d->state, r.grad_norm)) d->ops->params_allgather(d);
     }
     return r;
 }

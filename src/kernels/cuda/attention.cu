@@ -15,8 +15,8 @@
 //   dK, dV    one block per (key tile, kv head, batch) walks the query heads of its group
 //             and their query tiles in a fixed order.
 //   dQ        one block per (query tile, head, batch) walks its key tiles in order.
-// The probabilities are recomputed in both backward kernels (twice the exp work of a fused
-// atomic-add backward, in exchange for bitwise-reproducible gradients).
+// The SIMT kernels recompute the probabilities in both backward kernels (twice the exp
+// work of a fused atomic-add backward); the tensor-core ones below hand dS over instead.
 //
 // These are plain SIMT fp32 kernels (no tensor cores): correct and memory-lean, but far
 // slower than the tensor-core kernels below (bf16 mode); docs/cuda.md says so.
@@ -260,12 +260,15 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
 //            the lanes; O rescaled in registers (frag_rows); O += P V (P rounded to bf16
 //            as in FlashAttention-2).
 //   dK, dV   per 64-key tile: S^T = K Q^T and dP^T = V dO^T (wmma), P^T and dS^T by the
-//            lanes (in place, bf16), then dV += P^T dO and dK += dS^T Q in registers.
-//   dQ       per 64-query tile: S = Q K^T and dP = dO V^T, dS, then dQ += dS K; Q, dO and
-//            dQ in registers.
-// The backward does 7 tile matmuls (S and dP in both kernels) where FlashAttention-2's
-// does 5: its dQ is an atomic (non-deterministic) sum; here determinism costs the
-// recompute. WMMA, not mma.sync PTX: the emulation executes WMMA (include/mma.h) and not
+//            lanes (in place, bf16), then dV += P^T dO and dK += dS^T Q in registers; the
+//            bf16 dS^T tile also goes to global memory (8 KiB a tile pair).
+//   dQ       per 64-query tile: dQ += dS K over its key tiles in order, dS read back from
+//            the dK/dV kernel's tiles; dQ in registers.
+// 5 tile matmuls, as FlashAttention-2, and deterministic: FA2 adds each pair's dQ into an
+// fp32 dQ with atomics (any order); here the pair's dS (an eighth of those bytes at D 128)
+// waits in global memory for the dQ kernel, which sums in key-tile order. The dS scratch is
+// bounded (CUDA_ATTN_DS_BUDGET, kernels/cuda/sizes.h): the backward runs a launch pair per
+// chunk of kv-head groups. WMMA, not mma.sync PTX: the emulation executes WMMA (include/mma.h) and not
 // inline PTX, and on sm_80/sm_90 both issue the same HMMA instructions; what separated
 // these kernels from FlashAttention-2 was shared-memory traffic, which the layouts fix.
 // No cp.async double buffering (the emulation does not model it): the tile loads stall.
@@ -276,6 +279,7 @@ using namespace nvcuda;
 
 #define WQ 64
 #define WK 64
+static_assert(WQ == CUDA_ATTN_TILE && WK == CUDA_ATTN_TILE, "the dS tile pairs (kernels/cuda/sizes.h) are of these tiles");
 #define WTHREADS 128
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
@@ -346,6 +350,18 @@ __device__ __forceinline__ void write_frag16(bf16 *dst, const FragC &f, float *s
     __syncwarp();
     if (t < Tn) *(uint4 *)(dst + ((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc) = *(const uint4 *)(stage + rr * 16 + cc);
     __syncwarp();
+}
+
+// A warp's 16 rows of 64 bf16 (128 bytes each) from shared src (ld bf16; NULL: zeros) to
+// the contiguous global rows at dst, 16 bytes a lane: 4 steps of 4 full rows (4 sectors
+// each), the 8 lanes of a row reading 8 consecutive 16-byte pieces of shared memory.
+__device__ __forceinline__ void store_rows16(bf16 *dst, const bf16 *src, int ld) {
+    const int lane = threadIdx.x % 32, c = (lane % 8) * 8;
+#pragma unroll
+    for (int st = 0; st < 4; st++) {
+        const int r = st * 4 + lane / 8;
+        *(uint4 *)(dst + r * 64 + c) = src ? *(const uint4 *)(src + r * ld + c) : make_uint4(0, 0, 0, 0);
+    }
 }
 
 // The key tile at k0 into Ks, Vs (ld LDT) between block barriers; whether any of the
@@ -480,25 +496,28 @@ __global__ void __launch_bounds__(FTHREADS) attn_fwd_wmma(bf16 *out, float *lse,
 // registers until both lanes of the row have read the row, then written as bf16 over the
 // row's own fp32 bytes (ld 136 bf16 = the same 272-byte rows: conflict-free ldmatrix), and
 // dV += P^T dO, dK += dS^T Q with P^T, dS^T fragments loaded once. In place, so that the
-// padded tiles fit twice per SM. A warp whose 16 keys no query of the tile sees skips it.
+// padded tiles fit twice per SM. Each warp also stores its 16 rows of dS^T to the pair's
+// global tile (g_base: the first kv group of this launch's chunk), zeros where a warp whose
+// 16 keys no query of the tile sees skips it.
 #define LST (WQ + 4)   // fp32 S^T, dP^T; their bf16 overlays have ld 2 * LST
 template <int D> constexpr size_t dkdv_smem() {
     return (size_t)4 * WK * PADT(D) * 2 + (size_t)2 * WK * LST * 4 + 2 * WQ * 4;
 }
 
 template <int D>
-__global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, const float *Di, const bf16 *dout,
-                                                           const bf16 *q, const bf16 *k, const bf16 *v,
-                                                           const float *lse, int Tn, int NH, int NKV, int window, const int32_t *docs,
-                                                           float scale) {
+__global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, bf16 *dS, const float *Di,
+                                                           const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                                                           const float *lse, int Tn, int NH, int NKV, int window,
+                                                           const int32_t *docs, float scale, int g_base) {
     constexpr int LDT = PADT(D), NB = D / 16;
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * LDT, *Qs = Vs + WK * LDT, *dOs = Qs + WQ * LDT;
     float *St = (float *)(dOs + WQ * LDT), *dPt = St + WK * LST;
     float *Lq = dPt + WK * LST, *Dq = Lq + WQ;
-    const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    const int kt = blockIdx.x, g = g_base + blockIdx.y, b = blockIdx.z, group = NH / NKV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
-    const int k0 = kt * WK;
+    const int k0 = kt * WK, c_reach = cuda_attn_reach(window);
+    const long long npairs = cuda_attn_pair_base(gridDim.x, c_reach);
     float *Sw = St + r0 * LST, *dPw = dPt + r0 * LST;
     bf16 *Pw = (bf16 *)Sw, *dSw = (bf16 *)dPw;   // the bf16 overlays, ld 2 * LST
     load_tile16<D>(Ks, LDT, k, b, Tn, NKV, g, k0, WK, WTHREADS);
@@ -523,9 +542,15 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
                 Dq[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
             }
             __syncthreads();
+            // this pair's dS^T tile (keys x queries) for the dQ kernel: the chunk's heads in order
+            bf16 *dSg = dS + (((long long)b * gridDim.y + blockIdx.y) * group + (h - g * group)) * npairs * (WK * WQ) +
+                        cuda_attn_pair(q0 / WQ, kt, c_reach) * (WK * WQ) + (size_t)r0 * WQ;
             // no query of the tile sees these keys (past their window; the tiles start at the
-            // key tile's own, so the last query is never before the warp's first key)
-            if (w_lo >= Tn || q0 > w_hi + window - 1) continue;
+            // key tile's own, so the last query is never before the warp's first key): dS = 0
+            if (w_lo >= Tn || q0 > w_hi + window - 1) {
+                store_rows16(dSg, nullptr, 0);
+                continue;
+            }
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
                 FragC a1, a2;
@@ -567,6 +592,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
                 dSw[rl * 2 * LST + c] = st % 2 ? dsv[st / 2].y : dsv[st / 2].x;
             }
             __syncwarp();
+            store_rows16(dSg, dSw, 2 * LST);
             FragA pf[WQ / 16], dsf[WQ / 16];
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
@@ -594,78 +620,46 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, c
     }
 }
 
-// dQ: 64 query rows a block, 4 warps of 16; Q and dO (A fragments) and dQ (accumulators)
-// stay in registers; per key tile S = Q K^T and dP = dO V^T into the warp's padded slices,
-// dS by the lanes (rotated columns), dQ += dS K. Tile skip per warp as in the forward.
+// dQ: 64 query rows a block, 4 warps of 16, dQ (accumulators) in registers; per key tile the
+// K tile and the dS^T tile the dK/dV kernel left for this pair (cuda_attn_pair) into padded
+// shared tiles, then dQ += dS K with dS read as the col-major A of its transpose: the fifth
+// tile matmul, in key-tile order (no atomics). S, P and dP are not recomputed here.
 template <int D> constexpr size_t dq_smem() {
-    return (size_t)2 * WK * PADT(D) * 2 + (size_t)2 * WQ * LDS * 4 + (size_t)WQ * LDP * 2 + 2 * WQ * 4;
+    return (size_t)WK * PADT(D) * 2 + (size_t)WK * LDP * 2 + (size_t)WQ * 32 * 4;
 }
 
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> FragAt;   // A = X^T, X row-major
+
 template <int D>
-__global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const float *Di, const bf16 *dout, const bf16 *q,
-                                                         const bf16 *k, const bf16 *v, const float *lse, int Tn,
-                                                         int NH, int NKV, int window, const int32_t *docs, float scale) {
+__global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const bf16 *dS, const bf16 *k, int Tn, int NH,
+                                                         int NKV, int window, const int32_t *docs, int h_base) {
     constexpr int LDT = PADT(D), NB = D / 16;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16 *Ks = (bf16 *)smem, *Vs = Ks + WK * LDT;
-    float *Ss = (float *)(Vs + WK * LDT), *dPs = Ss + WQ * LDS;
-    bf16 *dSs = (bf16 *)(dPs + WQ * LDS);
-    float *Lr = (float *)(dSs + WQ * LDP), *Dr = Lr + WQ;
-    const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * 16;
-    const int q0 = qt * WQ;
-    float *Sw = Ss + r0 * LDS, *dPw = dPs + r0 * LDS;
-    bf16 *dSw = dSs + r0 * LDP;
-    // Q and dO staged through the score tiles once, then in registers
-    load_tile16<D>((bf16 *)Ss, LDT, q, b, Tn, NH, h, q0, WQ, WTHREADS);
-    load_tile16<D>((bf16 *)dPs, LDT, dout, b, Tn, NH, h, q0, WQ, WTHREADS);
-    if (threadIdx.x < WQ) {
-        int i = q0 + threadIdx.x;
-        Lr[threadIdx.x] = i < Tn ? lse[((size_t)b * NH + h) * Tn + i] : 0.0f;
-        Dr[threadIdx.x] = i < Tn ? Di[((size_t)b * NH + h) * Tn + i] : 0.0f;
-    }
-    __syncthreads();
-    FragA qf[NB], dof[NB];
-#pragma unroll
-    for (int kk = 0; kk < NB; kk++) {
-        wmma::load_matrix_sync(qf[kk], (bf16 *)Ss + r0 * LDT + kk * 16, LDT);
-        wmma::load_matrix_sync(dof[kk], (bf16 *)dPs + r0 * LDT + kk * 16, LDT);
-    }
-    __syncthreads();
+    bf16 *Ks = (bf16 *)smem, *dSt = Ks + WK * LDT;
+    float *scratch = (float *)(dSt + WK * LDP);
+    const int qt = blockIdx.x, h = h_base + blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    const int warp = threadIdx.x / 32, r0 = warp * 16;
+    const int q0 = qt * WQ, c_reach = cuda_attn_reach(window);
+    const long long npairs = cuda_attn_pair_base(gridDim.x, c_reach);
+    const bf16 *dSh = dS + ((long long)b * gridDim.y + blockIdx.y) * npairs * (WK * WQ);
+    float *Sw = scratch + r0 * 32;   // the warp's 2 KiB for write_frag16
     FragC dQf[NB];
 #pragma unroll
     for (int nb = 0; nb < NB; nb++) wmma::fill_fragment(dQf[nb], 0.0f);
     const int q1 = min(q0 + WQ, Tn) - 1, klo = max(max(0, q0 - window + 1), docs ? docs[(size_t)b * Tn + q0] : 0);
-    const int rl = lane / 2, r = r0 + rl, i = q0 + r, half = lane & 1;
+    const int w_lo = q0 + r0, w_hi = min(w_lo + 15, Tn - 1);
     for (int k0 = (klo / WK) * WK; k0 <= q1; k0 += WK) {
-        if (!kv_tile<D>(Ks, Vs, LDT, k, v, b, Tn, NKV, g, k0, WTHREADS, q0 + r0, window)) continue;
+        __syncthreads();
+        load_tile16<D>(Ks, LDT, k, b, Tn, NKV, g, k0, WK, WTHREADS);
+        const bf16 *src = dSh + cuda_attn_pair(qt, k0 / WK, c_reach) * (WK * WQ);
+        for (int e = threadIdx.x; e < WK * WQ / 8; e += WTHREADS)
+            *(uint4 *)(dSt + (e / 8) * LDP + (e % 8) * 8) = *(const uint4 *)(src + e * 8);
+        __syncthreads();
+        // none of the warp's rows sees the tile: its dS rows are zeros (nothing to add)
+        if (w_lo >= Tn || k0 > w_hi || k0 + WK - 1 <= w_lo - window) continue;
+        FragAt dsf[WK / 16];
 #pragma unroll
-        for (int kb = 0; kb < WK / 16; kb++) {
-            FragC a1, a2;
-            wmma::fill_fragment(a1, 0.0f);
-            wmma::fill_fragment(a2, 0.0f);
-#pragma unroll
-            for (int kk = 0; kk < NB; kk++) {
-                FragBt fb;
-                wmma::load_matrix_sync(fb, Ks + kb * 16 * LDT + kk * 16, LDT);
-                wmma::mma_sync(a1, qf[kk], fb, a1);
-                wmma::load_matrix_sync(fb, Vs + kb * 16 * LDT + kk * 16, LDT);
-                wmma::mma_sync(a2, dof[kk], fb, a2);
-            }
-            wmma::store_matrix_sync(Sw + kb * 16, a1, LDS, wmma::mem_row_major);
-            wmma::store_matrix_sync(dPw + kb * 16, a2, LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
-        const float L = Lr[r], Dv = Dr[r];
-        for (int st = 0; st < WK / 2; st++) {
-            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
-            const float p = visible_doc(docs, b, i, k0 + c, Tn, window) ? expf(Sw[rl * LDS + c] * scale - L) : 0.0f;
-            dSw[rl * LDP + c] = __float2bfloat16(p * (dPw[rl * LDS + c] - Dv) * scale);
-        }
-        __syncwarp();
-        FragA dsf[WK / 16];
-#pragma unroll
-        for (int kb = 0; kb < WK / 16; kb++) wmma::load_matrix_sync(dsf[kb], dSw + kb * 16, LDP);
+        for (int kb = 0; kb < WK / 16; kb++) wmma::load_matrix_sync(dsf[kb], dSt + kb * 16 * LDP + r0, LDP);
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
@@ -729,24 +723,34 @@ void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T 
 }
 
 template <typename T>
-void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, const T *q, const T *k, const T *v,
-                             const T *out, const float *lse, int B, int Tn, int NH, int NKV, int D, int window,
-                             const int32_t *docs, cudaStream_t st) {
+void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, void *ds, size_t ds_bytes, const T *dout, const T *q,
+                             const T *k, const T *v, const T *out, const float *lse, int B, int Tn, int NH, int NKV,
+                             int D, int window, const int32_t *docs, cudaStream_t st) {
     float scale = 1.0f / sqrtf((float)D);
     size_t rows = (size_t)B * Tn * NH;
     attn_di_kernel<T><<<(unsigned)((rows + DI_ROWS - 1) / DI_ROWS), DI_ROWS * 32, 0, st>>>(Di, dout, out, B, Tn, NH, D);
     CUDA_LAUNCH_CHECK();
     if constexpr (sizeof(T) == 2) {
         if (use_wmma()) {
-            dim3 gkw((Tn + WK - 1) / WK, NKV, B), gqw((Tn + WQ - 1) / WQ, NH, B);
             check_aligned16(q, k, v, dout);
             check_aligned16(dq, dk, dv, out);
-            DISPATCH_D(D, smem_limit(attn_dkdv_wmma<DD>, dkdv_smem<DD>());
-                       attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
-            CUDA_LAUNCH_CHECK();
-            DISPATCH_D(D, smem_limit(attn_dq_wmma<DD>, dq_smem<DD>());
-                       attn_dq_wmma<DD><<<gqw, WTHREADS, dq_smem<DD>(), st>>>(dq, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale));
-            CUDA_LAUNCH_CHECK();
+            check_aligned16(ds, ds, ds, ds);
+            // kv-head groups a launch pair: as many as the dS scratch holds at this window
+            const int nt = (Tn + WK - 1) / WK, group = NH / NKV;
+            const size_t unit = (size_t)B * group * (size_t)cuda_attn_pair_base(nt, cuda_attn_reach(window)) * CUDA_ATTN_DS_TILE_BYTES;
+            if (!ds || ds_bytes < unit)
+                die("CUDA attention backward: dS scratch of %zu bytes, under one head group's %zu", ds_bytes, unit);
+            const int gc = (int)min((size_t)NKV, ds_bytes / unit);
+            for (int g0 = 0; g0 < NKV; g0 += gc) {
+                const int ng = min(gc, NKV - g0);
+                dim3 gkw(nt, ng, B), gqw((Tn + WQ - 1) / WQ, ng * group, B);
+                DISPATCH_D(D, smem_limit(attn_dkdv_wmma<DD>, dkdv_smem<DD>());
+                           attn_dkdv_wmma<DD><<<gkw, WTHREADS, dkdv_smem<DD>(), st>>>(dk, dv, (bf16 *)ds, Di, dout, q, k, v, lse, Tn, NH, NKV, window, docs, scale, g0));
+                CUDA_LAUNCH_CHECK();
+                DISPATCH_D(D, smem_limit(attn_dq_wmma<DD>, dq_smem<DD>());
+                           attn_dq_wmma<DD><<<gqw, WTHREADS, dq_smem<DD>(), st>>>(dq, (const bf16 *)ds, k, Tn, NH, NKV, window, docs, g0 * group));
+                CUDA_LAUNCH_CHECK();
+            }
             return;
         }
     }
@@ -761,10 +765,10 @@ template void attention_forward_cuda<float>(float *, float *, const float *, con
                                             int, int, int, int, const int32_t *, cudaStream_t);
 template void attention_forward_cuda<bf16>(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, int,
                                            int, int, int, const int32_t *, cudaStream_t);
-template void attention_backward_cuda<float>(float *, float *, float *, float *, const float *, const float *,
+template void attention_backward_cuda<float>(float *, float *, float *, float *, void *, size_t, const float *, const float *,
                                              const float *, const float *, const float *, const float *, int, int, int,
                                              int, int, int, const int32_t *, cudaStream_t);
-template void attention_backward_cuda<bf16>(bf16 *, bf16 *, bf16 *, float *, const bf16 *, const bf16 *, const bf16 *,
+template void attention_backward_cuda<bf16>(bf16 *, bf16 *, bf16 *, float *, void *, size_t, const bf16 *, const bf16 *, const bf16 *,
                                             const bf16 *, const bf16 *, const float *, int, int, int, int, int, int,
                                             const int32_t *, cudaStream_t);
 
@@ -776,11 +780,12 @@ void attention_forward_cuda_dt(cudaStream_t st, void *out, float *lse, const voi
                                            D, window, docs, st));
 }
 
-void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, void *ds, const void *dout,
                                 const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
                                 int B, int Tn, int NH, int NKV, int D, int window, const int32_t *docs) {
+    const size_t ds_bytes = t == DT_BF16 ? cuda_attn_ds_bytes(B, Tn, NH, NKV) : 0;
     DT_DISPATCH(t, TT,
-                attention_backward_cuda<TT>((TT *)dq, (TT *)dk, (TT *)dv, Di, (const TT *)dout, (const TT *)q,
+                attention_backward_cuda<TT>((TT *)dq, (TT *)dk, (TT *)dv, Di, ds, ds_bytes, (const TT *)dout, (const TT *)q,
                                             (const TT *)k, (const TT *)v, (const TT *)out, lse, B, Tn, NH, NKV, D,
                                             window, docs, st));
 }

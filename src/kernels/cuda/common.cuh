@@ -60,9 +60,10 @@ __device__ __forceinline__ float block_max(float x, float *shared) {
 template <typename T>
 void attention_forward_cuda(T *out, float *lse, const T *q, const T *k, const T *v, int B, int Tn, int NH, int NKV,
                             int D, int window, const int32_t *docs, cudaStream_t st);
-// Di (B,NH,T) scratch. dq, dk, dv overwritten.
+// Di (B,NH,T) scratch; ds: ds_bytes >= cuda_attn_ds_bytes(B, T, NH, NKV) of scratch for the
+// bf16 tensor-core path (kernels/cuda/sizes.h; unused otherwise). dq, dk, dv overwritten.
 template <typename T>
-void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, const T *dout, const T *q, const T *k, const T *v,
-                             const T *out, const float *lse, int B, int Tn, int NH, int NKV, int D, int window,
-                             const int32_t *docs, cudaStream_t st);
+void attention_backward_cuda(T *dq, T *dk, T *dv, float *Di, void *ds, size_t ds_bytes, const T *dout, const T *q,
+                             const T *k, const T *v, const T *out, const float *lse, int B, int Tn, int NH, int NKV,
+                             int D, int window, const int32_t *docs, cudaStream_t st);
 int attention_head_dim_supported(int D);

@@ -4,7 +4,9 @@
 #include "kernels/cuda/ops.cuh"
 
 // One block per row of the logits chunk: lse, CE, z; with grad, dlogits (type T) =
-// inv_count * (softmax * (1 + 2 z lse) - onehot); masked rows get zeros.
+// inv_count * (softmax * (1 + 2 z lse) - onehot); masked rows get zeros, and row_z -1 (a
+// valid row's lse^2 is >= 0): the host tells masked rows from the rows it downloads anyway
+// and needs no download of the targets.
 template <typename T>
 __global__ void lm_row_kernel(T *dlogits, const float *logits, const int32_t *targets, int V, float z_coef,
                               float inv_count, int want_grad, double *row_ce, double *row_z, float *tok_ce) {
@@ -22,7 +24,7 @@ __global__ void lm_row_kernel(T *dlogits, const float *logits, const int32_t *ta
     const double lse = mx + log(sum);
     if (threadIdx.x == 0) {
         row_ce[r] = t >= 0 ? lse - lg[t] : 0.0;
-        row_z[r] = t >= 0 ? lse * lse : 0.0;
+        row_z[r] = t >= 0 ? lse * lse : -1.0;
         if (tok_ce) tok_ce[r] = t >= 0 ? (float)(lse - lg[t]) : 0.0f;
     }
     if (!want_grad) return;

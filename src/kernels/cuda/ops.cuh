@@ -77,8 +77,8 @@ void swiglu_backward_cuda(cudaStream_t st, void *dgu, const void *dout, const vo
 // ---- attention.cu (templates on T = float, bf16; see common.cuh) -----------------------------
 void attention_forward_cuda_dt(cudaStream_t st, void *out, float *lse, const void *q, const void *k, const void *v,
                                DType t, int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
-// Di: (B, NH, T) floats of scratch.
-void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+// Di: (B, NH, T) floats of scratch; ds: cuda_attn_ds_bytes(B, T, NH, NKV) bytes (sizes.h).
+void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, void *ds, const void *dout,
                                 const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
                                 int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
 
@@ -98,9 +98,9 @@ void matmul_backward_cuda(const CudaGemm *g, void *dinp, DType dinp_t, float *dW
                           const void *W, DType t, int N, int C, int OC, int acc_dinp, int acc_dW);
 
 // ---- lmhead.cu -----------------------------------------------------------------------------
-// One block per row of a logits chunk (nrows, V) fp32: row_ce, row_z (double), tok_ce
-// (float, may be NULL); with want_grad dlogits (nrows, V) of type t = inv_count * (softmax
-// * (1 + 2 z lse) - onehot), zeros on masked rows.
+// One block per row of a logits chunk (nrows, V) fp32: row_ce, row_z (double; row_z -1 marks
+// a masked row), tok_ce (float, may be NULL); with want_grad dlogits (nrows, V) of type t =
+// inv_count * (softmax * (1 + 2 z lse) - onehot), zeros on masked rows.
 void lmhead_rows_cuda(cudaStream_t st, void *dlogits, DType t, const float *logits, const int32_t *targets, int nrows,
                       int V, float z_coef, float inv_count, int want_grad, double *row_ce, double *row_z,
                       float *tok_ce);
@@ -114,6 +114,17 @@ void sumsq_chunks_cuda(cudaStream_t st, double *partial, const float *x, size_t 
 // updated p in type wt, or NULL.
 void adamw_cuda(cudaStream_t st, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
                 float beta1, float beta2, float eps, float decay, float step_size, float bc2_sqrt);
+// The same over many spans of the range in one launch (ops.h adamw_spans): span s takes the
+// blocks [blk0, blk0 + ceil(n / 256)) of the nblocks, sorted by blk0; decay = 1 - lr wd per
+// span on the device; the gradient times clip first when use_clip.
+struct AdamWSpanDev {
+    size_t at, n;
+    unsigned long long blk0;
+    float wd, pad;   // pad: 0, so that the host compares tables byte for byte
+};
+void adamw_spans_cuda(cudaStream_t st, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                      const AdamWSpanDev *spans, int nspans, unsigned long long nblocks, float clip, int use_clip,
+                      float lr, float beta1, float beta2, float eps, float step_size, float bc2_sqrt);
 void poison_cuda(cudaStream_t st, float *x);   // x[0] = NaN (fault injection)
 
 // The DType of a C++ element type (float or bf16).

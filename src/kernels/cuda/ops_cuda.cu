@@ -1,8 +1,8 @@
 // ops_cuda.cu: the CUDA backend's Ops table (kernels/ops.h) over the launchers of ops.cuh:
 // one stream, a cuBLASLt handle and workspace, and a scratch arena for what an op needs
-// besides its arguments (norm weight-gradient partials, attention's Di, the LM head's logits
-// chunk and loss rows, the embedding's token groups, the chunk partials of the norm). The
-// scratch grows on demand and is kept, so a sequence of same-shaped calls allocates once.
+// besides its arguments (norm weight-gradient partials, attention's Di and dS tiles, the LM
+// head's logits chunk and loss rows, the embedding's token groups, the chunk partials of the
+// norm). The scratch grows on demand and is kept, so a sequence of same-shaped calls allocates once.
 #include <math.h>
 #include <string.h>
 
@@ -24,11 +24,15 @@ struct CudaOps {
     cudaStream_t st;
     CudaGemm g;
     Scratch s[OPS_CUDA_SLOTS];
+    // adamw_spans' span table on the device, uploaded when it changes (the same every step)
+    std::vector<AdamWSpanDev> spans_host;
+    AdamWSpanDev *spans_dev = nullptr;
+    size_t spans_cap = 0;
 };
 
 enum {
     S_NORM = OPS_CUDA_S_NORM, S_DI = OPS_CUDA_S_DI, S_LOGITS = OPS_CUDA_S_LOGITS, S_DLOGITS = OPS_CUDA_S_DLOGITS,
-    S_ROWS = OPS_CUDA_S_ROWS, S_GROUPS = OPS_CUDA_S_GROUPS, S_PART = OPS_CUDA_S_PART, S_IDX = OPS_CUDA_S_IDX
+    S_ROWS = OPS_CUDA_S_ROWS, S_GROUPS = OPS_CUDA_S_GROUPS, S_PART = OPS_CUDA_S_PART, S_IDX = OPS_CUDA_S_IDX, S_DS = OPS_CUDA_S_DS
 };
 
 CudaOps *impl(OpsBackend *be) { return (CudaOps *)be->impl; }
@@ -75,6 +79,7 @@ void c_destroy(OpsBackend *be) {
     cudaStreamSynchronize(c->st);
     for (Scratch &s : c->s)
         if (s.p) cudaFree(s.p);
+    cudaFree(c->spans_dev);
     cudaFree(c->g.workspace);
     cublasLtDestroy(c->g.lt);
     cudaStreamDestroy(c->st);
@@ -146,7 +151,8 @@ void c_attention_backward(OpsBackend *be, void *dq, void *dk, void *dv, const vo
                           const void *v, const void *out, const float *lse, DType t, int B, int T, int NH, int NKV,
                           int D, int window, const int32_t *doc_start) {
     float *Di = (float *)scratch(be, S_DI, sizeof(float) * (size_t)B * NH * T);
-    attention_backward_cuda_dt(impl(be)->st, dq, dk, dv, Di, dout, q, k, v, out, lse, t, B, T, NH, NKV, D, window,
+    void *ds = t == DT_BF16 ? scratch(be, S_DS, cuda_attn_ds_bytes(B, T, NH, NKV)) : nullptr;
+    attention_backward_cuda_dt(impl(be)->st, dq, dk, dv, Di, ds, dout, q, k, v, out, lse, t, B, T, NH, NKV, D, window,
                                doc_start);
 }
 
@@ -183,15 +189,15 @@ LossSums c_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW, const vo
             matmul_backward_cuda(&c->g, (char *)dx + (size_t)n0 * C * es, t, dW, dlogits, xc, W, t, nc, C, V, 0,
                                  acc_dW || n0 > 0);
     }
-    std::vector<double> ce(N), zz(N);
-    std::vector<int32_t> tg(N);
-    c_download(be, ce.data(), row_ce, sizeof(double) * N);
-    c_download(be, zz.data(), row_z, sizeof(double) * N);
-    c_download(be, tg.data(), targets, sizeof(int32_t) * N);
-    if (tok_ce_host) c_download(be, tok_ce_host, tok_ce, sizeof(float) * N);
+    // one download (one sync) of the rows: CE, z (-1 marks a masked row: lmhead.cu), and
+    // the per-token CE behind them in the same buffer when asked for
+    std::vector<double> rows_h(2 * (size_t)N + (tok_ce_host ? (N + 1) / 2 : 0));
+    c_download(be, rows_h.data(), rows, sizeof(double) * 2 * N + (tok_ce_host ? sizeof(float) * N : 0));
+    const double *ce = rows_h.data(), *zz = ce + N;
+    if (tok_ce_host) memcpy(tok_ce_host, zz + N, sizeof(float) * N);
     LossSums sums = {0.0, 0.0, 0};
     for (int n = 0; n < N; n++) {   // token order, as the CPU's chunk loop
-        if (tg[n] < 0) continue;
+        if (zz[n] < 0) continue;
         sums.ce_sum += ce[n];
         sums.z_sum += zz[n];
         sums.n_valid++;
@@ -223,6 +229,37 @@ void c_adamw(OpsBackend *be, float *p, float *m, float *v, const float *g, void 
                (float)sqrt(bc2));
 }
 
+// The span table (block offsets added) to the device only when it differs from the last
+// call's: a training run uploads it once.
+void c_adamw_spans(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                   const AdamWSpan *spans, int nspans, float clip, float lr, float beta1, float beta2, float eps,
+                   int step) {
+    CudaOps *c = impl(be);
+    std::vector<AdamWSpanDev> t;
+    unsigned long long blocks = 0;
+    for (int i = 0; i < nspans; i++) {
+        if (!spans[i].n) continue;
+        t.push_back(AdamWSpanDev{spans[i].at, spans[i].n, blocks, spans[i].wd, 0.0f});
+        blocks += (spans[i].n + 255) / 256;
+    }
+    if (t.empty()) return;
+    if (blocks > 0x7fffffffull) die("CUDA adamw_spans: %llu blocks of 256 elements, above a grid's 2^31 - 1", blocks);
+    if (t.size() != c->spans_host.size() || memcmp(t.data(), c->spans_host.data(), t.size() * sizeof t[0])) {
+        if (t.size() > c->spans_cap) {
+            CUDA_CHECK(cudaStreamSynchronize(c->st));
+            if (c->spans_dev) CUDA_CHECK(cudaFree(c->spans_dev));
+            CUDA_CHECK(cudaMalloc(&c->spans_dev, t.size() * sizeof t[0]));
+            c->spans_cap = t.size();
+        }
+        c_upload(be, c->spans_dev, t.data(), t.size() * sizeof t[0]);
+        c->spans_host = t;
+    }
+    // the scalars exactly as c_adamw forms them
+    double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    adamw_spans_cuda(c->st, p, m, v, g, wcopy, wt, c->spans_dev, (int)t.size(), blocks, clip, clip < 1.0f, lr, beta1,
+                     beta2, eps, (float)(lr / bc1), (float)sqrt(bc2));
+}
+
 Ops make_ops() {
     Ops o;
     memset(&o, 0, sizeof o);
@@ -236,7 +273,7 @@ Ops make_ops() {
     o.attention_forward = c_attention_forward; o.attention_backward = c_attention_backward;
     o.swiglu_forward = c_swiglu_forward; o.swiglu_backward = c_swiglu_backward;
     o.lmhead_loss = c_lmhead_loss;
-    o.sumsq = c_sumsq; o.scale = c_scale; o.add = c_add; o.adamw = c_adamw;
+    o.sumsq = c_sumsq; o.scale = c_scale; o.add = c_add; o.adamw = c_adamw; o.adamw_spans = c_adamw_spans;
     return o;
 }
 const Ops CUDA_OPS = make_ops();

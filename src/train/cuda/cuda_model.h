@@ -30,9 +30,10 @@ size_t cuda_device_free_bytes(void);
 
 // Allocate everything for micro-batches up to (max_B, max_T). bf16: 1 = bf16 weights and
 // activations (fp32 master, grads, Adam, residual stream), 0 = fp32 throughout. recompute:
-// 1 = keep only each block's input (the residual stream) and recompute the block's forward
-// before its backward (one block's activations in memory instead of L; one extra forward
-// per step). [opt_lo, opt_hi): the range of the flat table whose Adam m, v live on this
+// 1 = keep only each block's input (the residual stream) and, where they fit, each layer's
+// attention output and lse, and recompute the block's forward before its backward, without
+// attention when those are kept (one block's activations in memory instead of L; one extra
+// forward of the block's other ops per step; graph.h GRAPH_RECOMPUTE_*). [opt_lo, opt_hi): the range of the flat table whose Adam m, v live on this
 // device ([0, total) on one GPU; the rank's shard with NCCL; empty = the host keeps Adam).
 // The fp32 master covers the same range in bf16 mode when it is a proper part of the
 // table (sharded), else the whole table. NULL + err on failure (no device, out of memory,

@@ -45,9 +45,10 @@ void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int m
     p->weights = 2.0 * s.weights;
     p->norms = 4.0 * s.norms;
 #undef ONE
-    p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32, recompute);
+    p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32,
+                                              recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0);   // model.cu's first choice
     const int N = max_B * max_T, Q = cfg->n_heads * cfg->head_dim;
-    OpsLimits lim = {N, cfg->d_model > Q ? cfg->d_model : Q, cfg->n_heads, cfg->padded_vocab, t->total};
+    OpsLimits lim = {N, cfg->d_model > Q ? cfg->d_model : Q, cfg->n_heads, cfg->padded_vocab, t->total, max_T, cfg->n_kv_heads};
     p->scratch = (double)(cuda_state_bytes(&s) - (size_t)(p->master + p->adam + p->grad + p->weights + p->norms)) +
                  (double)ops_cuda_scratch_bytes(&lim, bf16 ? 2 : 4);
     p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;

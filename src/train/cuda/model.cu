@@ -72,11 +72,19 @@ static bool model_init(CudaModel *b) {
     b->bytes += CUDA_WORKSPACE_BYTES;   // the ops backend's cuBLASLt workspace
     if (oom) return false;
     const int N = b->max_B * b->max_T, Q = b->cfg.n_heads * b->cfg.head_dim;
-    OpsLimits lim = {N, b->cfg.d_model > Q ? b->cfg.d_model : Q, b->cfg.n_heads, b->cfg.padded_vocab, b->total};
+    OpsLimits lim = {N, b->cfg.d_model > Q ? b->cfg.d_model : Q, b->cfg.n_heads, b->cfg.padded_vocab, b->total, b->max_T, b->cfg.n_kv_heads};
     size_t sb = ops_cuda_reserve(b->be, &lim);
     if (!sb) return false;
     b->bytes += sb;
-    if (graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, b->recompute)) return false;
+    // recompute keeps every layer's attention output and lse when they fit (the recompute then
+    // skips attention), else only the block inputs (graph.h)
+    if (graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, b->recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0)) {
+        if (!b->recompute ||
+            graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, GRAPH_RECOMPUTE_ALL))
+            return false;
+        fprintf(stderr, "olmo: note: CUDA: the attention outputs of every layer do not fit beside the rest; the "
+                        "recompute re-runs attention (the memory plan assumed they fit)\n");
+    }
     b->bytes += b->graph.bytes;
     if (b->ohi > b->olo) {
         CUDA_CHECK(cudaMemset(b->m, 0, (b->ohi - b->olo) * 4));
@@ -186,7 +194,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
     }
     CudaMemPlan plan;
     cuda_mem_plan(cfg, t, max_B, max_T, use_bf16, recompute, opt_lo, opt_hi, &plan);
-    if ((double)b->bytes != plan.total)
+    if ((double)b->bytes != plan.total && b->graph.recompute != GRAPH_RECOMPUTE_ALL)
         fprintf(stderr, "olmo: note: CUDA allocated %zu bytes, the memory plan (olmo info) says %.0f\n", b->bytes,
                 plan.total);
     return b;
