@@ -7,6 +7,9 @@
 // and rank r of W owns a contiguous block of micro-batches, so the content of every global
 // batch (and of every micro-batch) is independent of the world size.
 // Mixtures choose the instance set from named sources with target token shares.
+// data.packing: packed replaces the FSL cut with OLMo-core's packed instances (packing.h):
+// the raw instances are then the packed ones, in group order; the order and the
+// accounting above are the same.
 // Every served instance is accounted for (coverage, repeats, rank overlap, resume gaps).
 #ifndef OLMO_LOADER_H
 #define OLMO_LOADER_H
@@ -14,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/packing.h"
 #include "data/repetition.h"
 
 typedef struct cJSON cJSON;
@@ -54,6 +58,8 @@ typedef struct LoaderConfig {
                             // every instance is still checked when it is read
     int instance_filter;            // 1: mask instances with a periodic run (OLMo-core InstanceFilterConfig)
     RepetitionFilter filter;        // its periods and count (data/repetition.h)
+    int packing;                    // 0: FSL (cut the files); 1: OLMo-core's packed instances
+    PackConfig pack;                // packed: its settings (pack.seq_len is set from seq_len)
     const uint64_t *fake_tokens;    // NULL, or each file's size in tokens (all sources' files in order):
                                     // the files are not opened, so only the order and where its
                                     // instances lie can be asked (olmo data order --sizes), never a batch
@@ -119,6 +125,12 @@ void loader_print_summary(const Loader *l, FILE *f);
 // {"instances", "batches_per_epoch", "seq_len", "fingerprint", "sources": [{name, files,
 // instances_available, instances_used, repeat, share}]}; caller owns it.
 cJSON *loader_describe(const Loader *l);
+
+// Instance `id` (a mixed id) as served: its ids before any target mask (seq_len), its
+// packing group (packed; FSL: its file's index) and padding tokens (FSL: 0).
+int loader_instance_ids(const Loader *l, uint32_t id, uint32_t *ids, uint32_t *group);
+// The packing (NULL under FSL).
+const Packing *loader_packing(const Loader *l);
 
 // LoaderState <-> JSON object for train_state.json (u64 fields as decimal strings).
 cJSON *loader_state_to_json(const LoaderState *s);

@@ -34,6 +34,7 @@ typedef struct {
     long max_tokens;
     uint64_t seed;              // init seed
     double z_loss;              // z-loss coefficient (1e-5); 0 disables
+    char loss_norm[16];         // auto | global | rank: the loss denominator (docs/recipes.md, "Loss normalisation")
     char run_dir[RECIPE_MAX_STR];
     int log_every;
     long stop_at;               // stop (checkpoint, exit 0) after this step; 0 = off
@@ -84,6 +85,11 @@ typedef struct {
     long eos_id;                // token that ends a document (dolma2 EOS 100257)
     int instance_filter;        // bool: OLMo-core's InstanceFilterConfig (data/repetition.h)
     int rep_min_period, rep_max_period, rep_max_count;   // its repetition_min/max_period, repetition_max_count
+    char packing[16];           // fsl (cut the files) | packed (OLMo-core's NumpyPackedFSLDataset; data/packing.h)
+    char long_doc_strategy[16]; // packed: truncate | fragment (OLMo-core LongDocStrategy)
+    int source_group_size;      // packed: files packed together (OLMo-core source_group_size)
+    long source_perm_seed;      // packed: random.Random(seed).shuffle of the files first; -1 = none (OLMo-core None)
+    long pad_id;                // packed: the padding token (dolma2 pad 100277)
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread
