@@ -29,7 +29,7 @@ typedef struct Loader Loader;
 // LOADER_TARGET_FILTERED: masked out of the loss like -100, but counted in the loss's
 // denominator, as OLMo-core counts a filtered instance's seq_len labels
 // (train_module/transformer/train_module.py:368-380 at fa6c5014: "they will count as tokens
-// with a zero loss"). train_count_targets (train/step.h) counts both.
+// with a zero loss"). train_step_on (train/step.h) counts both.
 #define LOADER_TARGET_FILTERED (-101)
 
 typedef struct {

@@ -699,6 +699,10 @@ static int one_of(const char *s, const char **set) {
     return 0;
 }
 
+int recipe_loss_per_rank(const Recipe *r) {
+    return !strcmp(r->loss_norm, "rank") || (!strcmp(r->loss_norm, "auto") && !strcmp(r->packing, "packed"));
+}
+
 // data.packing and its keys (data/packing.h), and train.loss_norm.
 static void validate_packing(const Recipe *r, const char *o) {
     if (!one_of(r->packing, PACKINGS)) die_input("%s: data.packing must be fsl or packed; got '%s'", o, r->packing);

@@ -120,6 +120,9 @@ typedef struct {
     double peak_flops;          // MFU peak FLOP/s per physical core (per GPU on cuda); 0 = measure (peak.h)
 } Recipe;
 
+// train.loss_norm resolved: 1 = OLMo-core's per-rank denominator (rank, or auto with
+// data.packing: packed), 0 = the global batch's (docs/recipes.md, "Loss normalisation").
+int recipe_loss_per_rank(const Recipe *r);
 // Defaults (OLMo 3 optimizer settings; no model).
 void recipe_defaults(Recipe *r);
 // Load YAML file `path` (may be NULL) then apply overrides "key=value" in order. Unknown
