@@ -103,6 +103,7 @@ lengths = [1, 2, 3, 5, 8, 13, 21, 21, 40, 63, 64, 65, 100, 200]
 docs = [[int(x) for x in rng.choice(lengths, size=int(rng.integers(3, 25)))] for _ in range(11)]
 docs[4] = []                                    # an empty file
 tails = [int(rng.integers(0, 30)) if i % 3 else 0 for i in range(11)]
+tails[4] = 0                                    # (empty: no document, no tail)
 paths = write_files("ties", docs, tails, rng)
 paths_ties = list(paths)
 for strategy in ["truncate", "fragment"]:

@@ -83,7 +83,8 @@ void loader_free(Loader *l);
 uint64_t loader_num_instances(const Loader *l);         // instances per epoch (after mixing)
 uint64_t loader_batches_per_epoch(const Loader *l);
 // Where instance `id` of the epoch order (a mixed id, as loader_peek_ids gives) is read from:
-// its file and the offset of its first token in that file (tokens).
+// its file and the offset of its first token in that file (tokens); packed: of its first
+// (longest) document.
 void loader_instance_where(const Loader *l, uint32_t id, const char **path, uint64_t *token_offset);
 
 // This rank's share of the next global batch: (global_batch / world_size) instances, as
