@@ -14,6 +14,9 @@
 //       (including the loader.debug_double_shard bug when it is on). --where: each id with
 //       the file it is read from and its first token's offset there. --sizes FILE: the
 //       files' sizes from FILE instead of the files (which need not exist), implies --where.
+//       --describe K: the first K served instances of the global order (from S): index,
+//       group, sha256 of the ids (padding included) as little-endian uint32, padding count,
+//       document lengths as OLMo-core's doc_lens (--json: one array of those objects).
 //   olmo data verify RECIPE [key=value ...] | MANIFEST
 //       the token files against their manifest's sha256 (src/cli/cmd_data_verify.c).
 #include <inttypes.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/sha.h>
 
 #include "cli/cli.h"
 #include "data/loader.h"
@@ -35,6 +39,7 @@ static void usage(FILE *f) {
             "usage: olmo data info  RECIPE [key=value ...] [--json]\n"
             "       olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K]\n"
             "                       [--batches] [--rank R --world W] [--where] [--sizes FILE]\n"
+            "                       [--describe K [--json]]\n"
             "       olmo data verify RECIPE [key=value ...] | MANIFEST\n"
             "  info   sources, instances available/used, mixture repeat factors, fingerprint\n"
             "  order  the global instance order of epoch E (default 1; seed + E), one id per\n"
@@ -44,10 +49,57 @@ static void usage(FILE *f) {
             "         --sizes FILE: take the files' sizes from FILE, one line per file of the recipe\n"
             "         in order, 'BYTES' or 'PATH BYTES' (as stat -c '%%n %%s' prints), instead of\n"
             "         the files (they need not exist); implies --where, not with --rank.\n"
+            "         --describe K: the first K instances of that order: index, group (packed; FSL:\n"
+            "         file), sha256 of its ids as little-endian uint32, padding, document lengths\n"
+            "         (--json: an array of {index, group, sha256, n_pad, doc_lengths}).\n"
             "  verify the token files (a recipe's, each checked against the manifest.json next to\n"
             "         it; or all of a MANIFEST's: manifest.json or its directory) against the sha256\n"
             "         `olmo prepare` recorded; one line per file (ok with GB/s, BAD, or UNLISTED\n"
             "         when no manifest lists it), a progress bar on stderr from 256 MB; exit 2 if BAD.\n");
+}
+
+// --describe: the instances at order positions start .. start+count-1 of perm.
+static void describe(const Loader *L, const Recipe *r, const uint32_t *perm, uint64_t N, uint64_t start,
+                     uint64_t count, int json) {
+    const int T = r->seq_len;
+    const uint32_t eos = (uint32_t)r->eos_id;
+    uint32_t *ids = xmalloc((size_t)T * sizeof(uint32_t)), *lens = xmalloc((size_t)T * sizeof(uint32_t));
+    unsigned char *bytes = xmalloc((size_t)T * 4);
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    for (uint64_t i = start, k = 0; i < N && k < count; i++, k++) {
+        uint32_t group;
+        int n_pad = loader_instance_ids(L, perm[i], ids, &group);
+        for (int t = 0; t < T; t++)
+            for (int b = 0; b < 4; b++) bytes[4 * t + b] = (unsigned char)(ids[t] >> (8 * b));
+        unsigned char h[SHA256_DIGEST_LENGTH];
+        SHA256(bytes, (size_t)T * 4, h);
+        char hex[2 * SHA256_DIGEST_LENGTH + 1];
+        for (int b = 0; b < SHA256_DIGEST_LENGTH; b++) snprintf(hex + 2 * b, 3, "%02x", h[b]);
+        int m = packing_doc_lengths(ids, T, eos, lens);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "index", perm[i]);
+            cJSON_AddNumberToObject(o, "group", group);
+            cJSON_AddStringToObject(o, "sha256", hex);
+            cJSON_AddNumberToObject(o, "n_pad", n_pad);
+            cJSON *dl = cJSON_AddArrayToObject(o, "doc_lengths");
+            for (int d = 0; d < m; d++) cJSON_AddItemToArray(dl, cJSON_CreateNumber(lens[d]));
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            printf("%" PRIu32 " %" PRIu32 " %s %d ", perm[i], group, hex, n_pad);
+            for (int d = 0; d < m; d++) printf("%s%" PRIu32, d ? "," : "", lens[d]);
+            printf("\n");
+        }
+    }
+    if (json) {
+        char *txt = cJSON_PrintUnformatted(arr);
+        printf("%s\n", txt);
+        free(txt);
+        cJSON_Delete(arr);
+    }
+    free(ids);
+    free(lens);
+    free(bytes);
 }
 
 static uint64_t parse_u64(const char *opt, const char *s) {
@@ -108,9 +160,9 @@ int cmd_data(int argc, char **argv) {
     if (argc < 3) die_input("olmo data %s: give a recipe file", sub);
     const char *path = argv[2];
     char **ov = xmalloc((size_t)argc * sizeof(char *));
-    int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0, where = 0;
+    int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0, where = 0, has_describe = 0;
     const char *sizes = NULL;
-    uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1;
+    uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1, n_describe = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -120,6 +172,7 @@ int cmd_data(int argc, char **argv) {
         else if (!strcmp(a, "--rank")) { rank = parse_u64(a, v); has_rank = 1; i++; }
         else if (!strcmp(a, "--world")) { world = parse_u64(a, v); has_world = 1; i++; }
         else if (!strcmp(a, "--batches")) batches = 1;
+        else if (!strcmp(a, "--describe")) { n_describe = parse_u64(a, v); has_describe = 1; i++; }
         else if (!strcmp(a, "--where")) where = 1;
         else if (!strcmp(a, "--sizes") && v) { sizes = v; where = 1; i++; }
         else if (!strcmp(a, "--json")) json = 1;
@@ -127,6 +180,8 @@ int cmd_data(int argc, char **argv) {
         else die_input("olmo data %s: unknown argument '%s' (overrides are key=value)", sub, a);
     }
     if (has_rank != has_world) die_input("olmo data order: give --rank and --world together");
+    if (has_describe && (strcmp(sub, "order") || has_rank || batches || where))
+        die_input("olmo data order: --describe K goes without --rank, --batches, --where and --sizes");
     if (where && (has_rank || batches)) die_input("olmo data order: --where / --sizes go without --rank and --batches");
     if (world < 1 || world > 4096 || rank >= world)
         die_input("olmo data order: --rank %" PRIu64 " --world %" PRIu64 " is invalid", rank, world);
@@ -157,7 +212,9 @@ int cmd_data(int argc, char **argv) {
         uint32_t *perm = xmalloc(N * sizeof(uint32_t));
         if (!strcmp(r.data_order, "shuffle")) olmo_global_order(r.data_seed + epoch, perm, N);
         else for (uint64_t i = 0; i < N; i++) perm[i] = (uint32_t)i;
-        if (batches) {
+        if (has_describe) {
+            describe(L, &r, perm, N, start, n_describe, json);
+        } else if (batches) {
             uint64_t nb = N / gb;
             for (uint64_t b = start, k = 0; b < nb && k < count; b++, k++)
                 for (uint64_t i = 0; i < gb; i++) printf("%" PRIu32 "%c", perm[b * gb + i], i + 1 < gb ? ' ' : '\n');

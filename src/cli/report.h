@@ -34,6 +34,8 @@ typedef struct {
     long loader_first;      // step of the first loader alarm (-1: none)
     char loader_msg[512];   // the last loader_alarm message
     double loader_epoch, loader_coverage, loader_repeats;   // the last train record's
+    // packed instances (data.packing: packed), the last train record's; NAN when absent
+    double docs_whole, docs_fragmented, docs_truncated, tokens_dropped, padding_frac;
 } AlarmView;
 
 typedef struct {

@@ -113,6 +113,11 @@ static void alarm_view(Run *run) {
     v->loader_epoch = t ? report_num(t, "loader_epoch") : NAN;
     v->loader_coverage = t ? report_num(t, "loader_coverage") : NAN;
     v->loader_repeats = t ? report_num(t, "loader_repeats") : NAN;
+    v->docs_whole = t ? report_num(t, "loader_docs_whole") : NAN;
+    v->docs_fragmented = t ? report_num(t, "loader_docs_fragmented") : NAN;
+    v->docs_truncated = t ? report_num(t, "loader_docs_truncated") : NAN;
+    v->tokens_dropped = t ? report_num(t, "loader_tokens_dropped") : NAN;
+    v->padding_frac = t ? report_num(t, "loader_padding_frac") : NAN;
 }
 
 void report_alarm_views(Run *runs, int nruns) {
@@ -207,6 +212,10 @@ static void repeat_row(FILE *f, const Run *run, int nruns, int first) {
         fprintf(f, "epoch %.0f, %.1f%% of the epoch's instances served, %.0f repeated this epoch", v->loader_epoch,
                 100 * v->loader_coverage, v->loader_repeats);
     else fprintf(f, "&ndash; (no loader fields in the train records)");
+    if (isfinite(v->docs_whole))   // packed instances (docs/loader.md): what the packing kept, cut and dropped
+        fprintf(f, "; packed: %.0f documents kept whole, %.0f fragmented, %.0f truncated, %.0f tokens dropped, "
+                   "%.2f%% padding in the last batch",
+                v->docs_whole, v->docs_fragmented, v->docs_truncated, v->tokens_dropped, 100 * v->padding_frac);
     fprintf(f, "</td>");
     if (v->loader_alarms > 0) {
         fprintf(f, "<td class=\"alarm\">%.0f alarm%s, first at step %ld; last: ", v->loader_alarms,

@@ -4,6 +4,8 @@
 //   files    raw little-endian uint32 token arrays, mmap'd; file f holds
 //            floor(tokens / seq_len) instances ("raw" instances, numbered over all files
 //            of all sources in recipe order).
+//   packing  (data.packing: packed) the raw instances are OLMo-core's packed instances
+//            instead (packing.h), numbered in group order; a natural mixture only.
 //   mixture  the list of raw instances one epoch draws from (mixed[] below), built once
 //            from the sources' token shares; without a mixture it is the identity.
 //   order    epoch e: perm = PCG64(seed + e).shuffle(arange(N)) over mixed positions,
@@ -68,6 +70,9 @@ struct Loader {
     TokFile *files;
     uint64_t n_raw;
     uint64_t src_avail[LOADER_MAX_SOURCES], src_used[LOADER_MAX_SOURCES];
+    Packing *pack;           // packed instances (NULL: FSL)
+    PackFile *pfiles;        // the files as the packing reads them (recipe order)
+    uint64_t *pack_src;      // packed: instances per source (attributed to their first document's file)
     uint32_t *mixed;         // mixed position -> raw id; NULL = identity
     uint64_t N, gb, nb;      // instances/epoch, global batch, batches/epoch
     uint64_t *blk;           // world + 1: rank q holds positions [blk[q], blk[q+1]) of a global batch
@@ -89,6 +94,7 @@ struct Loader {
     int resume_check;
     uint64_t resume_epoch, resume_pos;
     uint64_t *sortbuf;       // 2*gb scratch
+    double last_pad_frac;    // packed: padding share of the last global batch served
 
     // prefetch
     Batch slot;
@@ -227,14 +233,43 @@ static const TokFile *file_of(const Loader *L, uint64_t raw) {
 
 void loader_instance_where(const Loader *L, uint32_t id, const char **path, uint64_t *token_offset) {
     uint64_t raw = L->mixed ? L->mixed[id] : id;
+    if (L->pack) {   // where its first (longest) document lies
+        const PackDoc *d = &L->pack->docs[L->pack->inst_first[raw]];
+        *path = L->files[d->file].path;
+        *token_offset = d->offset;
+        return;
+    }
     const TokFile *f = file_of(L, raw);
     *path = f->path;
     *token_offset = (raw - f->first) * (uint64_t)L->cfg.seq_len;
 }
 
+// Packed instance `raw`: its padded ids; the target of a position whose next token is
+// padding is masked (OLMo-core's label_mask, shifted as get_labels shifts the labels).
+static void read_packed(const Loader *L, uint64_t raw, int32_t *in, int32_t *tg) {
+    const uint64_t T = (uint64_t)L->cfg.seq_len;
+    int n_pad = packing_read(L->pack, L->pfiles, raw, (uint32_t *)in);
+    uint64_t real = T - (uint64_t)n_pad;
+    uint32_t V = (uint32_t)L->cfg.vocab_size;
+    for (uint64_t i = 0; i < real; i++)
+        if ((uint32_t)in[i] >= V) {
+            const PackDoc *d = &L->pack->docs[L->pack->inst_first[raw]];
+            die_input("token file '%s': packed instance %" PRIu64 " holds token id %u >= vocab_size %u (its first "
+                      "document at token offset %" PRIu64 ")", L->files[d->file].path, raw, (uint32_t)in[i], V, d->offset);
+        }
+    for (uint64_t i = 0; i + 1 < T; i++) tg[i] = i + 1 < real ? in[i + 1] : -100;
+    tg[T - 1] = -100;
+    if (L->cfg.instance_filter && repetition_filtered(in, (int)T, &L->cfg.filter))
+        for (uint64_t i = 0; i < T; i++) tg[i] = LOADER_TARGET_FILTERED;
+}
+
 // Copy instance `mixed_id` into inputs/targets rows; ids checked against the vocab.
 static void read_instance(const Loader *L, uint32_t mixed_id, int32_t *in, int32_t *tg) {
     uint64_t raw = L->mixed ? L->mixed[mixed_id] : mixed_id;
+    if (L->pack) {
+        read_packed(L, raw, in, tg);
+        return;
+    }
     const TokFile *f = file_of(L, raw);
     uint64_t T = (uint64_t)L->cfg.seq_len, off = (raw - f->first) * T;
     if (!f->tok) die("loader: '%s' was not opened (fake sizes): its instances cannot be read", f->path);
@@ -267,8 +302,12 @@ static void build_mixture(Loader *L) {
         first_raw[s] = acc;
         L->src_avail[s] = 0;
         for (int k = 0; k < c->sources[s].n_files; k++, fi++) L->src_avail[s] += L->files[fi].n_inst;
+        if (L->pack) L->src_avail[s] = L->pack_src[s];
         acc += L->src_avail[s];
     }
+    if (L->pack && any_share)   // a group mixes sources' files: a share of one has no instances of its own
+        die_input("data.mix: shares (source:share) need data.packing: fsl; packed instances mix the files of "
+                  "data.source_group_size files, so a source has no instances of its own");
     if (!any_share) {   // natural: every instance once, identity order
         for (int s = 0; s < S; s++) L->src_used[s] = L->src_avail[s];
         L->mixed = NULL;
@@ -321,6 +360,8 @@ static void build_mixture(Loader *L) {
     L->N = n;
 }
 
+static const char *c_strategy(const PackConfig *p) { return p->fragment ? "fragment" : "truncate"; }
+
 static void compute_fingerprint(Loader *L) {
     char *buf = NULL;
     size_t len = 0;
@@ -334,6 +375,10 @@ static void compute_fingerprint(Loader *L) {
         for (int k = 0; k < src->n_files; k++, fi++)
             fprintf(f, "file=%s bytes=%" PRIu64 "\n", base_name(L->files[fi].path), L->files[fi].n_tokens * 4);
     }
+    if (L->pack)   // FSL's fingerprint stays what it was
+        fprintf(f, "packing=packed long_doc_strategy=%s group_size=%d permute=%d seed=%" PRIu64 " pad=%u eos=%u\n",
+                c_strategy(&L->cfg.pack), L->cfg.pack.group_size, L->cfg.pack.permute, L->cfg.pack.perm_seed,
+                L->cfg.pack.pad_id, L->cfg.pack.eos_id);
     fprintf(f, "N=%" PRIu64 "\n", L->N);
     fclose(f);
     unsigned char h[SHA256_DIGEST_LENGTH];
@@ -439,6 +484,41 @@ static void request(Loader *L, uint64_t epoch, uint64_t pos) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Packed instances (data.packing: packed)
+
+static void build_packing(Loader *L) {
+    LoaderConfig *c = &L->cfg;
+    if (c->debug_double_shard) die_input("loader.debug_double_shard reproduces an FSL bug; it needs data.packing: fsl");
+    c->pack.seq_len = c->seq_len;
+    if (c->pack.pad_id >= (uint32_t)c->vocab_size)
+        die_input("data.pad_id must be a token id in [0, model.vocab_size = %d), got %u", c->vocab_size, c->pack.pad_id);
+    L->pfiles = xcalloc((size_t)L->n_files, sizeof(PackFile));
+    for (int i = 0; i < L->n_files; i++) L->pfiles[i] = (PackFile){L->files[i].tok, L->files[i].n_tokens};
+    L->pack = packing_build(&c->pack, L->pfiles, (uint32_t)L->n_files);
+    if (!L->pack->n_inst)
+        die_input("data.packing: the %d token file(s) hold no document ending with data.eos_id %u (first file '%s')",
+                  L->n_files, c->pack.eos_id, L->files[0].path);
+    L->n_raw = L->pack->n_inst;
+    L->pack_src = xcalloc((size_t)c->n_sources, sizeof(uint64_t));
+    for (uint64_t i = 0; i < L->pack->n_inst; i++) L->pack_src[L->files[L->pack->docs[L->pack->inst_first[i]].file].src]++;
+}
+
+const Packing *loader_packing(const Loader *L) { return L->pack; }
+
+int loader_instance_ids(const Loader *L, uint32_t id, uint32_t *ids, uint32_t *group) {
+    uint64_t raw = L->mixed ? L->mixed[id] : id;
+    if (L->pack) {
+        *group = packing_group_of(L->pack, raw);
+        return packing_read(L->pack, L->pfiles, raw, ids);
+    }
+    const TokFile *f = file_of(L, raw);
+    if (!f->tok) die("loader: '%s' was not opened (fake sizes): its instances cannot be read", f->path);
+    memcpy(ids, f->tok + (raw - f->first) * (uint64_t)L->cfg.seq_len, (size_t)L->cfg.seq_len * sizeof(uint32_t));
+    *group = (uint32_t)(f - L->files);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
 // Create / free
 
 Loader *loader_create(const LoaderConfig *cfg) {
@@ -461,6 +541,10 @@ Loader *loader_create(const LoaderConfig *cfg) {
     if (c->global_batch / c->micro_batch < c->world_size)
         die_input("train.global_batch / train.micro_batch = %d micro-batches for %d ranks: every rank needs at least one",
                   c->global_batch / c->micro_batch, c->world_size);
+
+    if (c->packing && c->fake_tokens)
+        die_input("data.packing: packed instances are found from the documents in the token files: --sizes "
+                  "(fake file sizes) cannot give them");
 
     // Own the file lists and open everything.
     for (int s = 0; s < c->n_sources; s++) {
@@ -493,13 +577,14 @@ Loader *loader_create(const LoaderConfig *cfg) {
             src_tokens += f->n_tokens;
             src_inst += f->n_inst;
         }
-        if (!src_inst)
+        if (!src_inst && !c->packing)
             die_input("data source '%s': its %d file(s) hold %" PRIu64 " tokens, no full instance of seq_len %d "
                       "(first file '%s')", c->sources[s].name, c->sources[s].n_files, src_tokens, c->seq_len,
                       c->sources[s].files[0]);
     }
     if (c->fake_tokens && c->prefetch) die("loader: fake file sizes and prefetch (nothing can be read)");
     c->fake_tokens = NULL;   // the caller's array: not kept
+    if (c->packing) build_packing(L);
     if (L->n_raw >= (1ull << 32)) die_input("data: %" PRIu64 " instances; at most 2^32-1 are supported", L->n_raw);
 
     build_mixture(L);
@@ -558,6 +643,9 @@ void loader_free(Loader *L) {
         free(L->cfg.sources[s].files);
     }
     free(L->files);
+    packing_free(L->pack);
+    free(L->pfiles);
+    free(L->pack_src);
     free(L->mixed);
     free(L->perm);
     free(L->served);
@@ -621,6 +709,14 @@ static void account(Loader *L, const Batch *b) {
         uint32_t id = b->all_ids[i];
         if (L->served[id]) rep++; else L->distinct++;
         if (L->served[id] < 255) L->served[id]++;
+    }
+    if (L->pack) {   // padding of the global batch: seq_len less each instance's documents
+        uint64_t real = 0;
+        for (uint64_t i = 0; i < gb; i++) {
+            uint64_t raw = L->mixed ? L->mixed[b->all_ids[i]] : b->all_ids[i];
+            for (uint64_t k = L->pack->inst_first[raw]; k < L->pack->inst_first[raw + 1]; k++) real += L->pack->docs[k].len;
+        }
+        L->last_pad_frac = 1.0 - (double)real / (double)(gb * (uint64_t)L->cfg.seq_len);
     }
     L->repeats_epoch += rep;
     L->repeats_total += rep;
@@ -734,6 +830,14 @@ int loader_metrics(Loader *L, cJSON *obj) {
     cJSON_AddNumberToObject(obj, "loader_off_batch", (double)L->offbatch_total);
     cJSON_AddNumberToObject(obj, "loader_resume_gaps", (double)L->resume_gaps);
     cJSON_AddNumberToObject(obj, "loader_instances_per_s", rate);
+    if (L->pack) {   // packed: what the packing kept, cut and dropped; the last global batch's padding
+        const Packing *p = L->pack;
+        cJSON_AddNumberToObject(obj, "loader_docs_whole", (double)p->docs_whole);
+        cJSON_AddNumberToObject(obj, "loader_docs_fragmented", p->cfg.fragment ? (double)p->docs_long : 0.0);
+        cJSON_AddNumberToObject(obj, "loader_docs_truncated", p->cfg.fragment ? 0.0 : (double)p->docs_long);
+        cJSON_AddNumberToObject(obj, "loader_tokens_dropped", (double)(p->tokens_truncated + p->tokens_tail));
+        cJSON_AddNumberToObject(obj, "loader_padding_frac", L->last_pad_frac);
+    }
     int n = (int)L->alarms_pending;
     cJSON_AddNumberToObject(obj, "loader_alarms", n);
     if (n) cJSON_AddStringToObject(obj, "loader_alarm", L->alarm_msg);
@@ -775,6 +879,17 @@ void loader_print_summary(const Loader *L, FILE *f) {
                    "  repeat %.4f  share %.4f\n",
                 src->name, src->n_files, a, u, a ? (double)u / (double)a : 0.0, L->N ? (double)u / (double)L->N : 0.0);
     }
+    if (L->pack) {
+        const Packing *p = L->pack;
+        fprintf(f, "  packed (%s, %u group(s) of up to %d files%s): documents kept whole %" PRIu64 ", %s %" PRIu64
+                   " (into %" PRIu64 " pieces), tokens dropped %" PRIu64 " (%" PRIu64 " cut by truncate, %" PRIu64
+                   " after a file's last EOS), padding %" PRIu64 " of %" PRIu64 " tokens (%.2f%%)\n",
+                c_strategy(&p->cfg), p->n_groups, p->cfg.group_size, p->cfg.permute ? ", files permuted" : "",
+                p->docs_whole, p->cfg.fragment ? "fragmented" : "truncated", p->docs_long,
+                p->cfg.fragment ? p->fragments : p->docs_long, p->tokens_truncated + p->tokens_tail,
+                p->tokens_truncated, p->tokens_tail, p->tokens_padding, p->n_inst * (uint64_t)p->cfg.seq_len,
+                100.0 * (double)p->tokens_padding / (double)(p->n_inst * (uint64_t)p->cfg.seq_len));
+    }
 }
 
 cJSON *loader_describe(const Loader *L) {
@@ -794,6 +909,25 @@ cJSON *loader_describe(const Loader *L) {
         cJSON_AddNumberToObject(x, "repeat", a ? (double)u / (double)a : 0.0);
         cJSON_AddNumberToObject(x, "share", L->N ? (double)u / (double)L->N : 0.0);
         cJSON_AddItemToArray(arr, x);
+    }
+    if (L->pack) {
+        const Packing *p = L->pack;
+        cJSON *x = cJSON_AddObjectToObject(o, "packing");
+        cJSON_AddStringToObject(x, "long_doc_strategy", c_strategy(&p->cfg));
+        cJSON_AddNumberToObject(x, "source_group_size", p->cfg.group_size);
+        cJSON_AddNumberToObject(x, "groups", p->n_groups);
+        cJSON *fo = cJSON_AddArrayToObject(x, "file_order");   // recipe indices of the files in packing order
+        for (uint32_t i = 0; i < p->n_files; i++) cJSON_AddItemToArray(fo, cJSON_CreateNumber(p->file_order[i]));
+        if (p->cfg.permute) cJSON_AddNumberToObject(x, "source_permutation_seed", (double)p->cfg.perm_seed);
+        cJSON_AddNumberToObject(x, "docs_whole", (double)p->docs_whole);
+        cJSON_AddNumberToObject(x, "docs_fragmented", p->cfg.fragment ? (double)p->docs_long : 0.0);
+        cJSON_AddNumberToObject(x, "docs_truncated", p->cfg.fragment ? 0.0 : (double)p->docs_long);
+        cJSON_AddNumberToObject(x, "fragments", (double)p->fragments);
+        cJSON_AddNumberToObject(x, "tokens_dropped", (double)(p->tokens_truncated + p->tokens_tail));
+        cJSON_AddNumberToObject(x, "tokens_truncated", (double)p->tokens_truncated);
+        cJSON_AddNumberToObject(x, "tokens_after_last_eos", (double)p->tokens_tail);
+        cJSON_AddNumberToObject(x, "tokens_packed", (double)p->tokens_packed);
+        cJSON_AddNumberToObject(x, "tokens_padding", (double)p->tokens_padding);
     }
     return o;
 }

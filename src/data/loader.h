@@ -8,6 +8,9 @@
 // divide them, the first ones take one more), so the content of every global batch (and of
 // every micro-batch) is independent of the world size.
 // Mixtures choose the instance set from named sources with target token shares.
+// data.packing: packed replaces the FSL cut with OLMo-core's packed instances (packing.h):
+// the raw instances are then the packed ones, in group order; the order and the
+// accounting above are the same.
 // Every served instance is accounted for (coverage, repeats, rank overlap, resume gaps).
 #ifndef OLMO_LOADER_H
 #define OLMO_LOADER_H
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/packing.h"
 #include "data/repetition.h"
 
 typedef struct cJSON cJSON;
@@ -26,7 +30,7 @@ typedef struct Loader Loader;
 // LOADER_TARGET_FILTERED: masked out of the loss like -100, but counted in the loss's
 // denominator, as OLMo-core counts a filtered instance's seq_len labels
 // (train_module/transformer/train_module.py:368-380 at fa6c5014: "they will count as tokens
-// with a zero loss"). train_count_targets (train/step.h) counts both.
+// with a zero loss"). train_step_on (train/step.h) counts both.
 #define LOADER_TARGET_FILTERED (-101)
 
 typedef struct {
@@ -55,6 +59,8 @@ typedef struct LoaderConfig {
                             // every instance is still checked when it is read
     int instance_filter;            // 1: mask instances with a periodic run (OLMo-core InstanceFilterConfig)
     RepetitionFilter filter;        // its periods and count (data/repetition.h)
+    int packing;                    // 0: FSL (cut the files); 1: OLMo-core's packed instances
+    PackConfig pack;                // packed: its settings (pack.seq_len is set from seq_len)
     const uint64_t *fake_tokens;    // NULL, or each file's size in tokens (all sources' files in order):
                                     // the files are not opened, so only the order and where its
                                     // instances lie can be asked (olmo data order --sizes), never a batch
@@ -78,7 +84,8 @@ void loader_free(Loader *l);
 uint64_t loader_num_instances(const Loader *l);         // instances per epoch (after mixing)
 uint64_t loader_batches_per_epoch(const Loader *l);
 // Where instance `id` of the epoch order (a mixed id, as loader_peek_ids gives) is read from:
-// its file and the offset of its first token in that file (tokens).
+// its file and the offset of its first token in that file (tokens); packed: of its first
+// (longest) document.
 void loader_instance_where(const Loader *l, uint32_t id, const char **path, uint64_t *token_offset);
 
 // Rank `rank`'s block of a global batch's `micro_batches` micro-batches over `world` ranks:
@@ -127,6 +134,12 @@ void loader_print_summary(const Loader *l, FILE *f);
 // {"instances", "batches_per_epoch", "seq_len", "fingerprint", "sources": [{name, files,
 // instances_available, instances_used, repeat, share}]}; caller owns it.
 cJSON *loader_describe(const Loader *l);
+
+// Instance `id` (a mixed id) as served: its ids before any target mask (seq_len), its
+// packing group (packed; FSL: its file's index) and padding tokens (FSL: 0).
+int loader_instance_ids(const Loader *l, uint32_t id, uint32_t *ids, uint32_t *group);
+// The packing (NULL under FSL).
+const Packing *loader_packing(const Loader *l);
 
 // LoaderState <-> JSON object for train_state.json (u64 fields as decimal strings).
 cJSON *loader_state_to_json(const LoaderState *s);

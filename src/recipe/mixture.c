@@ -148,6 +148,11 @@ void recipe_loader_config(const Recipe *r, LoaderConfig *c, int world_size, int 
     c->rank = rank;
     c->debug_double_shard = r->debug_double_shard;
     c->prefetch = r->loader_prefetch;
+    c->packing = !strcmp(r->packing, "packed");
+    c->pack = (PackConfig){.seq_len = r->seq_len, .eos_id = (uint32_t)r->eos_id, .pad_id = (uint32_t)r->pad_id,
+                           .fragment = !strcmp(r->long_doc_strategy, "fragment"), .group_size = r->source_group_size,
+                           .permute = r->source_perm_seed >= 0,
+                           .perm_seed = r->source_perm_seed >= 0 ? (uint64_t)r->source_perm_seed : 0};
     c->verbose = rank == 0;
     if (r->n_paths > 0 && r->n_sources > 0)
         die_input("data.paths and data.sources are both given; use one (data.sources for mixtures)");

@@ -70,6 +70,7 @@ static const Key KEYS[] = {
     {"train.max_tokens", T_LONG, F(max_tokens), "0", "training tokens, used when max_steps is 0"},
     {"train.seed", T_U64, F(seed), "42", "weight-init seed"},
     {"train.z_loss", T_DOUBLE, F(z_loss), "1e-5", "z-loss coefficient on logsumexp(logits)^2; 0 = off"},
+    {"train.loss_norm", T_STR, F(loss_norm), "auto", "loss denominator: global (the global batch's targets) | rank (each rank's own, OLMo-core's train_module) | auto (rank with data.packing: packed, else global)"},
     {"train.run_dir", T_STR, F(run_dir), "runs/default", "checkpoints, logs and the resolved recipe go here"},
     {"train.log_every", T_INT, F(log_every), "1", "log a line every this many steps"},
     {"train.stop_at", T_LONG, F(stop_at), "0", "stop after this step with a checkpoint, as on SIGTERM (time-sliced jobs, tests); 0 = off"},
@@ -121,6 +122,11 @@ static const Key KEYS[] = {
     {"data.repetition_min_period", T_INT, F(rep_min_period), "1", "instance filter: shortest period looked for"},
     {"data.repetition_max_period", T_INT, F(rep_max_period), "13", "instance filter: longest period looked for (at most seq_len / 3 are)"},
     {"data.repetition_max_count", T_INT, F(rep_max_count), "32", "instance filter: an instance is masked when a period repeats this many times or more"},
+    {"data.packing", T_STR, F(packing), "fsl", "fsl: cut the files into seq_len instances | packed: OLMo-core's packed instances (NumpyPackedFSLDataset: whole documents by best-fit decreasing, padded with data.pad_id; docs/loader.md)"},
+    {"data.long_doc_strategy", T_STR, F(long_doc_strategy), "truncate", "packed: a document longer than seq_len is cut to seq_len (truncate, the rest dropped) or split into pieces (fragment)"},
+    {"data.source_group_size", T_INT, F(source_group_size), "1", "packed: files packed together (OLMo-core source_group_size)"},
+    {"data.source_permutation_seed", T_LONG, F(source_perm_seed), "-1", "packed: permute the files with Python's random.Random(seed).shuffle before grouping (OLMo-core source_permutation_seed); -1 = none"},
+    {"data.pad_id", T_LONG, F(pad_id), "100277", "packed: the padding token (dolma2 pad); its positions are no target"},
 
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
@@ -151,6 +157,9 @@ static const Key KEYS[] = {
 
 static const char *SCHEDULES[] = {"cosine", "linear", "constant", "wsd", "half_cos_with_warmup", NULL};
 static const char *ORDERS[] = {"sequential", "shuffle", NULL};
+static const char *PACKINGS[] = {"fsl", "packed", NULL};
+static const char *LONG_DOC_STRATEGIES[] = {"truncate", "fragment", NULL};
+static const char *LOSS_NORMS[] = {"auto", "global", "rank", NULL};
 
 static const Key *find_key(const char *name) {
     for (int i = 0; i < NKEYS; i++)
@@ -693,6 +702,38 @@ static int one_of(const char *s, const char **set) {
     return 0;
 }
 
+int recipe_loss_per_rank(const Recipe *r) {
+    return !strcmp(r->loss_norm, "rank") || (!strcmp(r->loss_norm, "auto") && !strcmp(r->packing, "packed"));
+}
+
+// data.packing and its keys (data/packing.h), and train.loss_norm.
+static void validate_packing(const Recipe *r, const char *o) {
+    if (!one_of(r->packing, PACKINGS)) die_input("%s: data.packing must be fsl or packed; got '%s'", o, r->packing);
+    if (!one_of(r->long_doc_strategy, LONG_DOC_STRATEGIES))
+        die_input("%s: data.long_doc_strategy must be truncate or fragment; got '%s'", o, r->long_doc_strategy);
+    if (r->source_group_size < 1) die_input("%s: data.source_group_size must be >= 1, got %d", o, r->source_group_size);
+    if (r->source_perm_seed < -1)
+        die_input("%s: data.source_permutation_seed must be a seed >= 0, or -1 for none; got %ld", o, r->source_perm_seed);
+    if (!one_of(r->loss_norm, LOSS_NORMS)) die_input("%s: train.loss_norm must be auto, global or rank; got '%s'", o, r->loss_norm);
+    if (strcmp(r->packing, "packed")) {
+        const char *k = strcmp(r->long_doc_strategy, "truncate") ? "data.long_doc_strategy"
+                        : r->source_group_size != 1                ? "data.source_group_size"
+                        : r->source_perm_seed != -1                ? "data.source_permutation_seed"
+                        : r->pad_id != 100277                      ? "data.pad_id"
+                                                                   : NULL;
+        if (k) die_input("%s: %s applies to packed instances only; set data.packing: packed (it is '%s')", o, k, r->packing);
+        return;
+    }
+    if (r->seq_len < 2 || (r->seq_len & (r->seq_len - 1)))
+        die_input("%s: data.packing: packed needs train.seq_len a power of two (OLMo-core's InstancePacker builds a "
+                  "SegmentTree that asserts it), got %d", o, r->seq_len);
+    if (!(r->pad_id >= 0 && r->pad_id < r->vocab_size))
+        die_input("%s: data.pad_id must be a token id in [0, model.vocab_size = %d), got %ld", o, r->vocab_size, r->pad_id);
+    if (!(r->eos_id >= 0 && r->eos_id < r->vocab_size) || r->pad_id == r->eos_id)
+        die_input("%s: data.packing: packed finds documents by data.eos_id, a token id in [0, model.vocab_size = %d) "
+                  "other than data.pad_id (%ld); got %ld", o, r->vocab_size, r->pad_id, r->eos_id);
+}
+
 void recipe_validate(const Recipe *r, const char *origin) {
     const char *o = origin ? origin : "recipe";
     if (r->d_model == 0 && r->n_layers == 0 && r->n_heads == 0 && r->mlp_hidden == 0)
@@ -814,6 +855,7 @@ void recipe_validate(const Recipe *r, const char *origin) {
         if (!r->paths[i][0]) die_input("%s: data.paths: item %d is empty", o, i + 1);
     if (!one_of(r->data_order, ORDERS))
         die_input("%s: data.order must be sequential or shuffle; got '%s'", o, r->data_order);
+    validate_packing(r, o);
 
     if (!(r->peak_flops >= 0)) die_input("%s: perf.peak_flops must be >= 0 (0 = measure), got %g", o, r->peak_flops);
     for (int i = 0; i < r->n_allow; i++) {

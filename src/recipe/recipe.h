@@ -34,6 +34,7 @@ typedef struct {
     long max_tokens;
     uint64_t seed;              // init seed
     double z_loss;              // z-loss coefficient (1e-5); 0 disables
+    char loss_norm[16];         // auto | global | rank: the loss denominator (docs/recipes.md, "Loss normalisation")
     char run_dir[RECIPE_MAX_STR];
     int log_every;
     long stop_at;               // stop (checkpoint, exit 0) after this step; 0 = off
@@ -86,6 +87,11 @@ typedef struct {
     long eos_id;                // token that ends a document (dolma2 EOS 100257)
     int instance_filter;        // bool: OLMo-core's InstanceFilterConfig (data/repetition.h)
     int rep_min_period, rep_max_period, rep_max_count;   // its repetition_min/max_period, repetition_max_count
+    char packing[16];           // fsl (cut the files) | packed (OLMo-core's NumpyPackedFSLDataset; data/packing.h)
+    char long_doc_strategy[16]; // packed: truncate | fragment (OLMo-core LongDocStrategy)
+    int source_group_size;      // packed: files packed together (OLMo-core source_group_size)
+    long source_perm_seed;      // packed: random.Random(seed).shuffle of the files first; -1 = none (OLMo-core None)
+    long pad_id;                // packed: the padding token (dolma2 pad 100277)
 
     // loader.*
     int loader_prefetch;        // bool: prepare the next batch on a background thread
@@ -116,6 +122,9 @@ typedef struct {
     double peak_flops;          // MFU peak FLOP/s per physical core (per GPU on cuda); 0 = measure (peak.h)
 } Recipe;
 
+// train.loss_norm resolved: 1 = OLMo-core's per-rank denominator (rank, or auto with
+// data.packing: packed), 0 = the global batch's (docs/recipes.md, "Loss normalisation").
+int recipe_loss_per_rank(const Recipe *r);
 // Defaults (OLMo 3 optimizer settings; no model).
 void recipe_defaults(Recipe *r);
 // Load YAML file `path` (may be NULL) then apply overrides "key=value" in order. Unknown

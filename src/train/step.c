@@ -77,14 +77,11 @@ StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long co
     return r;
 }
 
-long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n) {
+static long count_local(const int32_t *targets, size_t n) {
     long count = 0;
     // A filtered instance's positions count, as OLMo-core counts them (LOADER_TARGET_FILTERED).
     for (size_t i = 0; i < n; i++) count += targets[i] >= 0 || targets[i] == LOADER_TARGET_FILTERED;
-    // An exact integer sum over ranks: every rank scales its loss by the same 1/count. With
-    // context parallelism the C members of a group hold (and counted) the same instances.
-    if (!tc->bounds) return count;
-    return dist_sum_long(count) / (tc->cp > 1 ? tc->cp : 1);
+    return count;
 }
 
 StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *targets, int global_batch,
@@ -97,16 +94,26 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
     int first, k;   // this rank's group's block of the global batch's M micro-batches (loader_rank_block)
     loader_rank_block(M, groups, tc->bounds ? tc->rank / C : 0, &first, &k);
     const int local_batch = k * micro_batch, kmax = (M + groups - 1) / groups;
-    long count = train_count_targets(tc, targets, (size_t)local_batch * T);
+    // An exact integer sum over ranks: every rank scales its loss by the same 1/count. With
+    // context parallelism the C members of a group hold (and counted) the same instances.
+    const long mine = count_local(targets, (size_t)local_batch * T);
+    const long count = tc->bounds ? dist_sum_long(mine) / C : mine;
     float inv_count = count > 0 ? 1.0f / (float)count : 0.0f;
+    // OLMo-core's per-rank denominator (step.h): this rank's loss over its own count, the
+    // ranks' gradients summed by the reduce, so each carries 1 / (groups * its count). A rank
+    // with no target contributes nothing (OLMo-core would divide by zero).
+    // A context-parallel group is one data-parallel rank here: its count is its instances'.
+    const int per_rank = tc->loss_per_rank && groups > 1;
+    const double rank_denom = (double)groups * (double)mine;
+    if (per_rank) inv_count = mine > 0 ? (float)(1.0 / rank_denom) : 0.0f;
     double ce = 0, z = 0;
     d->ops->grad_begin(d);
     for (int j = 0; j < k; j++) {
         size_t off = (size_t)j * micro_batch * T;
         LossSums s = d->ops->micro_batch(d, inputs + off, targets + off, micro_batch, T, tc->z_loss, inv_count);
-        if (tc->loss_local) {
-            tc->loss_local[2 * j] = s.ce_sum;
-            tc->loss_local[2 * j + 1] = s.z_sum;
+        if (tc->loss_local) {   // per rank: already this rank's share of the mean over ranks
+            tc->loss_local[2 * j] = per_rank ? (mine > 0 ? s.ce_sum / rank_denom : 0.0) : s.ce_sum;
+            tc->loss_local[2 * j + 1] = per_rank ? (mine > 0 ? s.z_sum / rank_denom : 0.0) : s.z_sum;
         }
         ce += s.ce_sum;
         z += s.z_sum;
@@ -144,7 +151,9 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
         }
     }
     double coef = skipstep_clip_coef(&tc->skip, norm, tc->max_grad_norm);
-    StepResult r = train_step_result(tc, ce, z, count, norm, step);
+    // per rank: ce and z are the means already (the sums above), so over a count of 1
+    StepResult r = train_step_result(tc, ce, z, per_rank ? 1 : count, norm, step);
+    r.n_valid = count;
     if (!r.skipped) {
         devstate_clip_adamw(&d->state, &tc->opt, r.lr, coef);   // the clip in the update (CUDA)
         d->ops->params_allgather(d);

@@ -27,6 +27,7 @@ typedef struct {
     Schedule sched;
     double max_grad_norm;
     float z_loss;
+    int loss_per_rank;  // train.loss_norm resolved to rank: OLMo-core's per-rank denominator (train_step_on)
     // Sharding: zero-initialized means one process owning everything (opt over the table).
     int world, rank;
     int cp, cp_head_stride;   // dist.context_parallel (0 or 1: off) and its head stride
@@ -100,11 +101,16 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
 void host_reduce(TrainCore *tc, float *local, DevState *s);
 void host_allgather(TrainCore *tc);
 
-// OLMo 3's loss denominator: the non-masked targets (>= 0) among this rank's n, plus the
-// positions of instances the repetition filter masked (LOADER_TARGET_FILTERED, counted as
+// With tc->loss_per_rank (train.loss_norm: rank; the default for packed data) and W > 1, each
+// rank's loss is divided by its own count and the gradient is the mean over ranks, as
+// OLMo-core's train_module.py does (batch_num_tokens_for_loss per rank, FSDP's mean); the
+// loss reported is then the mean of the ranks' losses. At W = 1 both are the same.
+//
+// OLMo 3's loss denominator (train_step_on): the non-masked targets (>= 0) of the batch, plus
+// the positions of instances the repetition filter masked (LOADER_TARGET_FILTERED, counted as
 // OLMo-core counts them), summed over ranks when the core is sharded, so it is the whole
 // global batch's count everywhere.
-long train_count_targets(const TrainCore *tc, const int32_t *targets, size_t n);
+
 // The step's result from the summed CE and z-loss over `count` tokens and the gradient norm
 // (before clipping): losses, learning rate, and the skip decision (skip-step; a non-finite
 // loss or norm is always skipped).

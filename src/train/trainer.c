@@ -140,6 +140,7 @@ static void run_create_model(Run *u) {
     tc->use_skip = r->skip_step;
     tc->max_grad_norm = r->max_grad_norm;
     tc->z_loss = (float)r->z_loss;
+    tc->loss_per_rank = recipe_loss_per_rank(r);
     schedule_from_recipe(r, &tc->sched);
 
     u->yaml = recipe_to_yaml(r);
