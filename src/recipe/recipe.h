@@ -44,6 +44,8 @@ typedef struct {
     char backend[16];               // cpu | cuda (src/train/backend.h, docs/cuda.md)
     char precision[16];             // "" = backend default (cuda: bf16, cpu: fp32) | fp32 | bf16
     char recompute[8];              // auto | on | off: per-block activation recompute (cuda)
+    char shard[8];                  // dist.shard: optim | grads | full (docs/distributed.md)
+    int shard_group;                // dist.shard_group: ranks per shard group (HSDP); 0 = all ranks
     int tensorboard;                // bool: RUN_DIR/tb event files beside metrics.jsonl
     int n_allow;                    // train.allow_recipe_change: keys or sections whose change
     char allow[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // on resume is meant (recipe_diff below)

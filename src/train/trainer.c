@@ -69,6 +69,12 @@ static void run_plan(Run *u) {
         fail_all(u->rank, 2, u->msg);
     }
     u->local_batch = GB / W, u->micro_per_rank = u->local_batch / MB;
+    // dist.shard, dist.shard_group (step.h): refused when the group does not divide W or the
+    // backend lacks the mode's collectives (before the backend is looked for).
+    const int shard = train_shard_mode(r->shard, r->shard_group, W, r->backend, u->msg, sizeof u->msg);
+    if (shard < 0) fail_all(u->rank, 2, u->msg);
+    u->tc.shard_mode = (ShardMode)shard;
+    u->tc.shard_group = r->shard_group;
     // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
     // without CUDA, or on a machine without a device, stops here with nothing written.
     if (backend_resolve(r->backend, r->precision, &u->bimpl, &u->bprec, u->msg, sizeof u->msg) != 0)
