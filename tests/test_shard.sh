@@ -12,6 +12,8 @@
 #     optim at W = 4 and stopped at step 4, then W = 1 to step 6: bitwise the uninterrupted run.
 #  4. Bad settings exit 2 with nothing written, naming the key: a shard group that does not
 #     divide W, full or grads shard on the cuda backend (no such collectives there).
+#  5. `olmo info --backend cuda --shard full`: the per-GPU plan, its lines consistent with the
+#     shard and part sizes; the 32B on 64 x 80 GB and the 7B on 8 x 80 GB fit with recompute.
 cd "$(dirname "$0")/.."
 source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
@@ -85,4 +87,29 @@ refused 4 "group 3 of 4" "dist.shard_group 3 does not divide the world size 4" d
 refused 2 "full on cuda" "dist.shard: full needs collectives the cuda backend does not have" dist.shard=full train.backend=cuda
 refused 2 "grads on cuda" "dist.shard: grads needs collectives the cuda backend does not have" dist.shard=grads train.backend=cuda
 refused 1 "unknown mode" "dist.shard must be optim, grads or full, got 'zero3'" dist.shard=zero3
+
+# 5. olmo info --backend cuda --shard full: the per-GPU plan of the sharded state; the OLMo 3
+#    32B on 64 GPUs and 7B on 8 fit 80 GB with recompute (ZeRO-1 does not for the 32B)
+for c in "olmo3-32b-stage1 64" "olmo3-7b-stage1 8"; do
+  set -- $c
+  "$OLMO" info configs/$1.yml --backend cuda --world $2 --shard full >$TMP/info.txt || fail "info $1 --shard full"
+  $PY - $TMP/info.txt $2 <<'PY' || fail "info $1 --world $2 --shard full: $(tail -14 $TMP/info.txt)"
+import re, sys
+t, W = open(sys.argv[1]).read(), int(sys.argv[2])
+g = lambda what: float(re.search(re.escape(what) + r' +[0-9.]+ GiB +([0-9]+) bytes', t).group(1))
+shard, total = map(int, re.search(r'state shard: (\d+) of (\d+) parameters', t).groups())
+part = int(re.search(r'largest model part \(embedding, block or head\): (\d+)', t).group(1))
+assert shard <= -(-total // W) + 65536 and shard * W >= total, (shard, total)
+assert g('fp32 master weights (shard, 4 B/param)') == 4 * shard and g('Adam m, v (shard, 8 B/param)') == 8 * shard
+assert g('bf16 weights (2 gathered parts: in use, next)') == 2 * 2 * part
+assert g('fp32 gradient (shard + 2 part buffers)') == 4 * (shard + 2 * part)
+assert g('total, recompute (train.recompute=on)') < 80e9, 'does not fit 80 GB'
+PY
+  grep "total, recompute" $TMP/info.txt | sed "s/^/  $1 W=$2 full: /"
+done
+"$OLMO" info configs/olmo3-32b-stage1.yml --backend cuda --world 64 | grep -q "total, recompute (train.recompute=on) *[0-9]\{3\}\." \
+  || fail "ZeRO-1 32B on 64 GPUs expected over 100 GiB per GPU"
+rc=0; "$OLMO" info olmo3-tiny --world 4 --shard-group 3 >$TMP/info.txt 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "shard-group 3 does not divide --world 4" $TMP/info.txt || fail "info bad group: rc $rc"
+echo "ok info --shard full plans"
 echo "test_shard: ok"
