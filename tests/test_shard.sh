@@ -12,6 +12,7 @@
 #     optim at W = 4 and stopped at step 4, then W = 1 to step 6: bitwise the uninterrupted run.
 #  4. Bad settings exit 2 with nothing written, naming the key: a shard group that does not
 #     divide W, full or grads shard on the cuda backend (no such collectives there).
+#  6. (run before 5) a rank killed during a full-shard checkpoint write: see below.
 #  5. `olmo info --backend cuda --shard full`: the per-GPU plan, its lines consistent with the
 #     shard and part sizes; the 32B on 64 x 80 GB and the 7B on 8 x 80 GB fit with recompute.
 cd "$(dirname "$0")/.."
@@ -87,6 +88,34 @@ refused 4 "group 3 of 4" "dist.shard_group 3 does not divide the world size 4" d
 refused 2 "full on cuda" "dist.shard: full needs collectives the cuda backend does not have" dist.shard=full train.backend=cuda
 refused 2 "grads on cuda" "dist.shard: grads needs collectives the cuda backend does not have" dist.shard=grads train.backend=cuda
 refused 1 "unknown mode" "dist.shard must be optim, grads or full, got 'zero3'" dist.shard=zero3
+
+# 6. a rank killed while a full-shard checkpoint is written (the gathered state's writer,
+#    rank 0, paused between its files): the job stops, the complete checkpoints stay, the
+#    incomplete directory (copied out before the next run cleans it) is refused naming the
+#    last complete one, and a W=4 full resume from it ends bitwise on the uninterrupted run.
+M=$TMP/kill
+OLMO_TEST_CKPT_PAUSE=2 timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 \
+  -x OLMO_TEST_CKPT_PAUSE "$OLMO" train "$TMP/r.yml" train.run_dir=$M "${P[@]}" ckpt.interval=2 ckpt.async=false \
+  dist.shard=full >$M.log 2>&1 &
+mp=$!
+wait_for 110 '[ -f $M/checkpoints/.tmp-step-00000004/model.safetensors ]' || fail "never reached checkpoint 4: $(tail -5 $M.log)"
+cp -r $M/checkpoints/.tmp-step-00000004 $TMP/incomplete
+victim=$(pgrep -f "^$OLMO train $TMP/r.yml train.run_dir=$M" | head -1)
+[ -n "$victim" ] || fail "no rank process found"
+kill -KILL $victim
+rc=0; wait $mp || rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "job after the kill: exit $rc (0: finished; 124: hung)"
+[ -d $M/checkpoints/step-00000002 ] && [ ! -d $M/checkpoints/step-00000004 ] \
+  || fail "checkpoints after the kill: $(ls -a $M/checkpoints)"
+rc=0; mtrain 2 $M "${P[@]}" dist.shard=full train.resume=$TMP/incomplete || rc=$?
+[ $rc = 2 ] || fail "incomplete checkpoint: exit $rc (want 2): $(tail -3 $M.log)"
+grep -q "cannot resume from $TMP/incomplete: .*the last complete checkpoint is $M/checkpoints/step-00000002" $M.log \
+  || fail "refusal does not name the last complete checkpoint: $(grep error $M.log)"
+echo "ok refused: $(grep -m1 -o 'cannot resume from.*' $M.log | cut -c1-300)"
+mtrain 4 $M "${P[@]}" dist.shard=full || fail "resume after the kill: $(tail -5 $M.log)"
+grep -q "resume: $M/checkpoints/step-00000002" $M.log || fail "did not resume from step 2: $(grep resume $M.log)"
+cmp $TMP/o1/model.safetensors $M/model.safetensors || fail "kill + W=4 full resume differs from W=1"
+echo "ok rank killed mid-checkpoint: step 2 kept, incomplete step 4 refused, W=4 full resume bitwise"
 
 # 5. olmo info --backend cuda --shard full: the per-GPU plan of the sharded state; the OLMo 3
 #    32B on 64 GPUs and 7B on 8 fit 80 GB with recompute (ZeRO-1 does not for the 32B)
