@@ -41,6 +41,15 @@ for m in full optim; do
   mtrain 4 $TMP/h$m "${P[@]}" dist.shard=$m dist.shard_group=2 || fail "HSDP $m: $(tail -20 $TMP/h$m.log)"
   same_state $TMP/o1 $TMP/h$m "HSDP $m W=4 G=2"
 done
+# grads / full reduce-scatter in rounds (4 MiB per piece; here 1000 floats: the tiny model's
+# shards of 65536 and 82880 floats at W=4 take 66 and 83 rounds, at G=2 131072 and 148416
+# floats 132 and 149, the last ones partial; local ranks inherit mpirun's environment)
+export OLMO_TEST_SHARD_ROUND=1000
+mtrain 4 $TMP/r4 "${P[@]}" dist.shard=full || fail "rounds: $(tail -20 $TMP/r4.log)"
+same_state $TMP/o1 $TMP/r4 "full W=4 in reduce-scatter rounds"
+mtrain 4 $TMP/r4h "${P[@]}" dist.shard=grads dist.shard_group=2 || fail "rounds HSDP: $(tail -20 $TMP/r4h.log)"
+same_state $TMP/o1 $TMP/r4h "HSDP grads W=4 G=2 in reduce-scatter rounds"
+unset OLMO_TEST_SHARD_ROUND
 
 # 2. evaluation on rank 0 with the weights sharded
 $PY - "$TMP/held.npy" <<'PY'

@@ -132,7 +132,7 @@ static float *tree_sum(float *buf, size_t S, int n) {
 }
 #endif
 
-void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds) {
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size_t round, const size_t *bounds) {
     const int W = g_sworld, r = g_srank;
     const size_t S = bounds[r + 1] - bounds[r];
     if (g_world == 1) {
@@ -140,31 +140,45 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, cons
         return;
     }
 #ifdef OLMO_MPI
-    // Within the group: send shard j of my partial sum to member j; receive shard r of
-    // member i's at i*S; sum over members in the counter tree.
-    float *sum = (float *)local + bounds[r];
-    if (W > 1) {
-        int *scnt = xmalloc(sizeof(int) * 4 * (size_t)W), *sdsp = scnt + W, *rcnt = scnt + 2 * W, *rdsp = scnt + 3 * W;
-        counts_of(bounds, scnt, sdsp);
-        for (int i = 0; i < W; i++) {
-            rcnt[i] = (int)S;
-            rdsp[i] = (int)(S * (size_t)i);
+    // The shards go in rounds of at most P floats of each (recv holds one round's pieces
+    // from every member, or from every group): the sums are elementwise, so the rounds
+    // change no bit, only the scratch recv needs.
+    size_t maxS = 0;
+    for (int j = 0; j < W; j++) maxS = bounds[j + 1] - bounds[j] > maxS ? bounds[j + 1] - bounds[j] : maxS;
+    const size_t P = round < maxS ? round : maxS;   // the same on every rank: the same rounds
+    if (P == 0 && maxS > 0) die("dist_reduce_scatter: a round of 0 floats");
+    int *scnt = xmalloc(sizeof(int) * 4 * (size_t)W), *sdsp = scnt + W, *rcnt = scnt + 2 * W, *rdsp = scnt + 3 * W;
+    for (size_t o = 0; o < maxS || o == 0; o += P) {
+        const size_t c = S > o ? (S - o < P ? S - o : P) : 0;   // my shard's floats this round
+        // Within the group: piece o of shard j of my partial sum to member j; piece o of my
+        // shard from member i at i*c; summed over members in the counter tree.
+        float *sum = (float *)local + bounds[r] + o;
+        if (W > 1) {
+            for (int j = 0; j < W; j++) {
+                const size_t Sj = bounds[j + 1] - bounds[j], cj = Sj > o ? (Sj - o < P ? Sj - o : P) : 0;
+                if (bounds[j] + o > INT32_MAX || cj > INT32_MAX) die("dist: shard too large for MPI int counts");
+                scnt[j] = (int)cj;
+                sdsp[j] = (int)(bounds[j] + (cj ? o : 0));
+                rcnt[j] = (int)c;
+                rdsp[j] = (int)(c * (size_t)j);
+            }
+            MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, SCOMM);
+            sum = tree_sum(recv, c, W);
         }
-        MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, SCOMM);
-        free(scnt);
-        sum = tree_sum(recv, S, W);
+        // HSDP: the groups' sums of this piece, gathered in group order and summed in the
+        // counter tree over groups (with G a power of two: the tree over all ranks).
+        if (g_nrep > 1) {
+            float *mine = recv + c * (size_t)(g_rank / g_sworld);   // in place: my group's slot
+            if (sum != mine) memmove(mine, sum, sizeof(float) * c);
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)c, MPI_FLOAT, g_rcomm);
+            sum = tree_sum(recv, c, g_nrep);
+        }
+        if (c) memcpy(shard_out + o, sum, sizeof(float) * c);
+        if (maxS == 0) break;
     }
-    // HSDP: the groups' sums of this shard, gathered in group order and summed in the
-    // counter tree over groups (with G a power of two: the tree over all ranks).
-    if (g_nrep > 1) {
-        float *mine = recv + S * (size_t)(g_rank / g_sworld);   // in place: my group's slot
-        if (sum != mine) memmove(mine, sum, sizeof(float) * S);
-        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)S, MPI_FLOAT, g_rcomm);
-        sum = tree_sum(recv, S, g_nrep);
-    }
-    memcpy(shard_out, sum, sizeof(float) * S);
+    free(scnt);
 #else
-    (void)recv;
+    (void)recv, (void)round;
 #endif
 }
 

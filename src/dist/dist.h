@@ -45,8 +45,10 @@ void dist_shard_bounds(size_t n, int world, size_t *bounds);
 // floats) and sums them in a binary-counter tree over source members; with HSDP the groups'
 // sums of the shard are then all-gathered across the replicas (recv: W/G x shard floats)
 // and summed in the counter tree over groups, so with G a power of two the tree is the one
-// over all ranks. Result in shard_out.
-void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds);
+// over all ranks. Result in shard_out. The shards go in rounds of `round` floats of each
+// (the same value on every rank; >= the largest shard: one round), which changes no bit of
+// the sums; recv holds max(G, W/G) x min(round, shard r) floats.
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size_t round, const size_t *bounds);
 // Global sum of squares of a sharded vector from the per-chunk partials part[c] of this
 // rank's chunks (its device computed them: devstate_sumsq), all-gathered, summed in chunk
 // order; part holds ceil(n / SUMSQ_CHUNK) doubles.

@@ -43,6 +43,15 @@ int train_shard_mode(const char *shard, int group, int world, const char *backen
     return mode;
 }
 
+// grads, full: the reduce-scatter's round, in floats per piece (4 MiB: large enough that
+// the rounds' latency is small next to their transfer, small next to any model's gradient).
+// TEST HOOK (tests/test_shard.sh): OLMO_TEST_SHARD_ROUND=N floats, so that the tiny test
+// models' shards take many rounds.
+static size_t shard_round(void) {
+    const char *e = getenv("OLMO_TEST_SHARD_ROUND");
+    return e && atol(e) > 0 ? (size_t)atol(e) : (size_t)1 << 20;
+}
+
 void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, double beta1, double beta2, double eps,
                       double wd, int decay_embedding) {
     const size_t n = tc->model->table.total;
@@ -60,9 +69,12 @@ void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, do
     adamw_init_range(&tc->opt, &tc->model->table, lo, hi, beta1, beta2, eps, wd, decay_embedding);
     if (world > 1) {
         tc->shard_grad = xmalloc_aligned(sizeof(float) * (hi - lo + 1));
-        // Rank r receives its shard from every group member, then (HSDP) from every group.
+        // Rank r receives its shard from every group member, then (HSDP) from every group:
+        // all of it at once (optim), or (grads, full: no full-size scratch) in rounds of at
+        // most shard_round() floats per piece (dist_reduce_scatter).
         const int pieces = tc->sworld > world / tc->sworld ? tc->sworld : world / tc->sworld;
-        tc->recv_n = (hi - lo + 1) * (size_t)pieces;
+        tc->round = tc->shard_mode == SHARD_OPTIM ? n : shard_round();   // optim: one round
+        tc->recv_n = (hi - lo + 1 < tc->round ? hi - lo + 1 : tc->round) * (size_t)pieces;
         tc->recv = xmalloc_aligned(sizeof(float) * tc->recv_n);
     }
     if (tc->shard_mode == SHARD_FULL) {
@@ -207,7 +219,7 @@ void host_reduce(TrainCore *tc, float *local, DevState *s) {
     tc->local = local;
     tc->shard = local + s->lo;
     if (tc->bounds && tc->world > 1) {
-        dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->bounds);
+        dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->round, tc->bounds);
         tc->shard = tc->shard_grad;
         // grads, full: the full-size gradient and the reduction's scratch are dead until the
         // next step's micro-batches; their pages go back (the shard is a buffer of its own).

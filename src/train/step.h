@@ -46,6 +46,7 @@ typedef struct {
     float *shard_grad;  // this rank's reduced gradient shard
     float *recv;        // reduce-scatter scratch (max(G, W/G) x shard floats), world > 1 only
     size_t recv_n;      // its floats
+    size_t round;       // the reduce-scatter's round (floats of each shard; dist_reduce_scatter)
     double *chunk_sq;   // per-chunk squared norms
     double *loss_local, *loss_all;   // per-micro-batch (ce, z) sums: this rank's / all ranks'
     float *local, *shard;            // the step in progress: this rank's summed gradient, its shard of the sum
