@@ -6,7 +6,8 @@
 #  2. the smoke config with --threads-scan --ranks-scan and PyTorch: 1-thread lines, the
 #     PyTorch fp32 and bf16-autocast lines with their ratios (autocast ran every matmul in
 #     bf16), their losses equal olmo.c's (same init, tokens and optimizer: fp32 within 1e-5
-#     relative, bf16 vs autocast within 1e-2), and 1 vs 2 MPI ranks per precision with the same loss (1 and 2 micro-batches
+#     relative, bf16 vs autocast within 1e-2), and 1 vs 2 MPI ranks per precision with the same loss (also 2 ranks with
+#     dist.shard grads and full; 1 and 2 micro-batches
 #     per rank: the data-parallel step is bitwise the single-process one);
 #  3. --help names every option; a bad --precision is exit 2.
 set -euo pipefail
@@ -108,6 +109,10 @@ if mpi:
         assert finite(one) and finite(two) and len(one) == len(two) == 1, p + ' rank lines'
         loss = num(p + r' +\S+ +\d ranks? x 1 thread: .*loss ([0-9.]+)')
         assert len(loss) == 2 and loss[0] == loss[1], f'{p}: 1 and 2 ranks losses differ: {loss}'
+        # dist.shard grads / full at 2 ranks: the same step, so the same loss, and a ratio to ZeRO-1
+        for z, mode in (('ZeRO-2', 'grads'), ('ZeRO-3', 'full')):
+            sl = num(p + r' +\S+ +2 ranks ' + z + r': +[0-9.]+ tokens/s.*loss ([0-9.]+) \| ' + mode + r' / ZeRO-1 = [0-9.]+x')
+            assert len(sl) == 1 and sl[0] == loss[0], f'{p}: 2 ranks {mode} loss {sl} vs {loss[0]}'
 "
 echo "ok smoke: threads-scan, PyTorch (torch=$torch), ranks-scan (mpirun=$mpi)"
 

@@ -105,14 +105,14 @@ int main(int argc, char **argv) {
     const GraphCP cp = {C, dist_cp_member(), T, hs};
     if (graph_init_cp(&g, model_backend(&m), &m.cfg, &m.table, B, 0, &cp)) die("tool_cp_exact: out of memory");
     float *gc = xcalloc(n, sizeof(float)), *lgc = xmalloc(sizeof(float) * N / C * Vp);
-    GraphParams p = {m.params, &m.w, gc, 0};
+    GraphParams p = {m.params, &m.w, gc, 0, NULL, NULL};
     LossSums sc = graph_forward_backward_cp(&g, &p, in, tg, B, z, inv, lgc, NULL);
     // the gradient summed over the members, as training sums it
     size_t *bounds = xmalloc(sizeof(size_t) * (C + 1));
     dist_shard_bounds(n, C, bounds);
     float *shard = xmalloc_aligned(sizeof(float) * (bounds[rank + 1] - bounds[rank] + 1));
     float *recv = xmalloc_aligned(sizeof(float) * (bounds[rank + 1] - bounds[rank] + 1) * C);
-    dist_reduce_scatter(gc, shard, recv, bounds);
+    dist_reduce_scatter(gc, shard, recv, n, bounds);   // one round (n >= every shard)
     memcpy(gc + bounds[rank], shard, sizeof(float) * (bounds[rank + 1] - bounds[rank]));
     dist_allgather_shards(gc, bounds);
     double mine[2] = {sc.ce_sum, sc.z_sum}, *all = xmalloc(sizeof(double) * 2 * C), ce = 0, zs = 0;

@@ -8,7 +8,8 @@
 // Every olmo.c measurement runs in a fresh process (`olmo bench --worker ...`, launched by
 // this one, directly or under mpirun), so each has its own peak RSS and allocator state,
 // and a 2-rank measurement runs the data-parallel step of `mpirun -np 2 olmo train`
-// (train_core_shard + train_step: reduce-scatter, ZeRO-1 AdamW, all-gather).
+// (train_core_shard + train_step: reduce-scatter, ZeRO-1 AdamW, all-gather), and again
+// with dist.shard grads and full (the weights gathered part by part).
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -78,13 +79,16 @@ static const BenchConfig *find_config(const char *name) {
 // and rank 0 prints the lines of olmo_ref.py --bench: "tokens/s: ", "loss: " and
 // "peak RSS GiB: " (the largest over the ranks).
 static int worker(int argc, char **argv) {
-    if (argc != 6) die_input("olmo bench --worker CONFIG fp32|bf16 STEPS MICRO");
+    if (argc != 6 && argc != 7) die_input("olmo bench --worker CONFIG fp32|bf16 STEPS MICRO [optim|grads|full]");
     const BenchConfig *bc = find_config(argv[2]);
     const int bf16 = !strcmp(argv[3], "bf16"), steps = atoi(argv[4]), micro = atoi(argv[5]);
     if (!bc || (!bf16 && strcmp(argv[3], "fp32")) || steps < 1 || micro < 1)
         die_input("olmo bench --worker: bad arguments");
     dist_init();
     const int W = dist_world(), rank = dist_rank(), T = bc->T, B = bc->batch;
+    char err[256];
+    const int shard = train_shard_mode(argc == 7 ? argv[6] : "optim", 0, W, "cpu", err, sizeof err);
+    if (shard < 0) die_input("olmo bench --worker: %s", err);
     if (B % micro || (B / micro) % W)
         die_input("olmo bench --worker: %d micro-batches of %d do not split over %d ranks", B / micro, micro, W);
     const int local = B / W;
@@ -96,8 +100,10 @@ static int worker(int argc, char **argv) {
     param_init(&m.table, m.params, B_SEED);
     TrainCore tc = {0};
     tc.model = &m;
+    tc.shard_mode = (ShardMode)shard;
     // as `olmo train` sets up its core (trainer.c), also at one rank
     train_core_shard(&tc, W, rank, local / micro, B_BETA1, B_BETA2, B_EPS, B_WD, B_DECAY_EMB);
+    train_core_load_master(&tc);   // full: as the CPU backend's sync_from_host
     gradacc_init(&tc.acc, m.table.total);
     tc.max_grad_norm = B_CLIP;
     tc.z_loss = (float)B_ZLOSS;
@@ -185,14 +191,16 @@ static Measure run_measure(const char *cmd, const char *label) {
 
 // olmo.c: `threads` OpenMP threads in one process, or (ranks > 0) `ranks` processes of one
 // thread each under mpirun.
-static Measure measure_c(const BenchConfig *bc, int bf16, int steps, int micro, int threads, int ranks) {
+// shard: dist.shard of a ranks > 0 measurement (optim, grads, full).
+static Measure measure_c(const BenchConfig *bc, int bf16, int steps, int micro, int threads, int ranks,
+                         const char *shard) {
     char exe[4096], cmd[8192], label[128];
     self_exe(exe, sizeof exe);
     if (ranks > 0)
         snprintf(cmd, sizeof cmd,
                  "mpirun --oversubscribe --allow-run-as-root -np %d -x OMP_NUM_THREADS=1 '%s' bench --worker %s %s %d %d "
-                 "2>&1",
-                 ranks, exe, bc->name, PREC[bf16], steps, micro);
+                 "%s 2>&1",
+                 ranks, exe, bc->name, PREC[bf16], steps, micro, shard);
     else
         snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' bench --worker %s %s %d %d 2>&1", threads, exe, bc->name,
                  PREC[bf16], steps, micro);
@@ -282,7 +290,8 @@ static void bench_usage(void) {
            "  --ranks-scan    also olmo.c data parallel under mpirun: 1 rank x 1 thread vs 2 ranks x 1\n"
            "                thread, the sharded step of `mpirun -np 2 olmo train`, same global batch\n"
            "                and micro-batch (at most half the global batch, so it splits over 2 ranks;\n"
-           "                the two losses are then bitwise equal)\n"
+           "                the two losses are then bitwise equal); then 2 ranks with dist.shard grads\n"
+           "                (ZeRO-2) and full (ZeRO-3), as ratios to 2 ranks ZeRO-1 (same loss)\n"
            "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
            "                process (bench starts one per line, directly or under mpirun)\n"
            "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
@@ -312,7 +321,7 @@ typedef struct {
 static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
     for (int p = 0; p < 2; p++) {
         if (!b->want[p]) continue;
-        mc[p] = measure_c(bc, p, b->steps, bc->micro, b->threads, 0);
+        mc[p] = measure_c(bc, p, b->steps, bc->micro, b->threads, 0, NULL);
         if (mc[p].tps <= 0) { b->failed = 1; continue; }
         ModelConfig cfg = bc->cfg;
         model_config_derive(&cfg);
@@ -323,7 +332,7 @@ static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
                mc[p].loss);
         end_line(mc[p].other_cpus, &b->busy);
         if (b->tscan && b->threads > 1) {
-            Measure m1 = measure_c(bc, p, b->steps, bc->micro, 1, 0);
+            Measure m1 = measure_c(bc, p, b->steps, bc->micro, 1, 0, NULL);
             if (m1.tps <= 0) { b->failed = 1; continue; }
             print_c(PREC[p], b->eng[p], b->width1, 11, m1.tps);
             printf(" | %d threads / 1 thread = %.2fx", b->threads, mc[p].tps / m1.tps);
@@ -364,7 +373,8 @@ static void bench_torch(Bench *b, const BenchConfig *bc, const Measure mc[2]) {
     remove_init(idir, ipath);
 }
 
-// --ranks-scan: 1 rank x 1 thread against 2 ranks x 1 thread under mpirun.
+// --ranks-scan: 1 rank x 1 thread against 2 ranks x 1 thread under mpirun, then 2 ranks with
+// dist.shard grads and full.
 static void bench_ranks(Bench *b, const BenchConfig *bc) {
     const int micro = bc->micro < bc->batch / 2 ? bc->micro : bc->batch / 2;
     printf("  data parallel (mpirun, 1 thread per rank, global batch %d, micro-batch %d):\n", bc->batch, micro);
@@ -374,12 +384,23 @@ static void bench_ranks(Bench *b, const BenchConfig *bc) {
         for (int w = 0; w < 2; w++) {
             char lab[32];
             snprintf(lab, sizeof lab, "%d rank%s x 1 thread:", w + 1, w ? "s" : "");
-            mr[w] = measure_c(bc, p, b->steps, micro, 1, w + 1);
+            mr[w] = measure_c(bc, p, b->steps, micro, 1, w + 1, "optim");
             if (mr[w].tps <= 0) { b->failed = 1; break; }
             print_c(PREC[p], b->eng[p], lab, 19, mr[w].tps);
             printf(" | peak RSS %.2f GiB/rank | loss %.4f", mr[w].rss_gib, mr[w].loss);
             if (w) printf(" | 2 ranks / 1 rank = %.2fx", mr[1].tps / mr[0].tps);
             end_line(mr[w].other_cpus, &b->busy);
+        }
+        if (mr[1].tps <= 0) continue;
+        // dist.shard grads and full at 2 ranks, against ZeRO-1 (the line above) in this run
+        static const char *MODES[2] = {"grads", "full"}, *LABELS[2] = {"2 ranks ZeRO-2:", "2 ranks ZeRO-3:"};
+        for (int k = 0; k < 2; k++) {
+            Measure ms = measure_c(bc, p, b->steps, micro, 1, 2, MODES[k]);
+            if (ms.tps <= 0) { b->failed = 1; break; }
+            print_c(PREC[p], b->eng[p], LABELS[k], 19, ms.tps);
+            printf(" | peak RSS %.2f GiB/rank | loss %.4f | %s / ZeRO-1 = %.2fx", ms.rss_gib, ms.loss, MODES[k],
+                   ms.tps / mr[1].tps);
+            end_line(ms.other_cpus, &b->busy);
         }
     }
 }

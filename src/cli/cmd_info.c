@@ -1,5 +1,5 @@
 // cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
-// [--context-parallel C] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
+// [--context-parallel C] [--shard optim|full] [--shard-group G] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
 // memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
 // the recipe's learning rate at the given steps.
 #include <stdio.h>
@@ -31,44 +31,65 @@ static void print_gib(const char *what, double b) {
 // Context parallelism (C > 1): the plan of one GPU holding T / C tokens of each instance,
 // plus the graph's context-parallel buffers (graph_plan_bytes_cp: one head group's gathered
 // K, V and their gradients over the whole instance, its document starts).
-static void print_cuda(const ModelConfig *cfg, int world, int micro, int seq_len, int C, int head_stride) {
+// full (dist.shard: full): cuda_mem_plan_full's layout, sharded over groups of G ranks.
+static void print_cuda(const ModelConfig *cfg, int world, int group, int full, int micro, int seq_len, int C,
+                       int head_stride) {
     ParamTable t;
     param_table_build(&t, cfg);
-    size_t *b = xmalloc(sizeof(size_t) * ((size_t)world + 1)), lo = 0, hi = 0;
-    dist_shard_bounds(t.total, world, b);
-    for (int r = 0; r < world; r++)
+    const int G = group ? group : world;
+    size_t *b = xmalloc(sizeof(size_t) * ((size_t)G + 1)), lo = 0, hi = 0;
+    dist_shard_bounds(t.total, G, b);
+    for (int r = 0; r < G; r++)
         if (b[r + 1] - b[r] > hi - lo) lo = b[r], hi = b[r + 1];
-    CudaMemPlan full, rec;
+    CudaMemPlan pl, rec;
     const int Tl = seq_len / C;
-    cuda_mem_plan(cfg, &t, micro, Tl, 1, 0, lo, hi, &full);
-    cuda_mem_plan(cfg, &t, micro, Tl, 1, 1, lo, hi, &rec);
-    printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world,
-           world > 1 ? " (NCCL ZeRO-1)" : "", micro, seq_len);
+    if (full) {
+        cuda_mem_plan_full(cfg, &t, micro, Tl, 0, lo, hi, &pl);
+        cuda_mem_plan_full(cfg, &t, micro, Tl, 1, lo, hi, &rec);
+    } else {
+        cuda_mem_plan(cfg, &t, micro, Tl, 1, 0, lo, hi, &pl);
+        cuda_mem_plan(cfg, &t, micro, Tl, 1, 1, lo, hi, &rec);
+    }
+    char mode[96] = "";
+    if (full) snprintf(mode, sizeof mode, " (dist.shard: full, shard groups of %d%s)", G, G < world ? ": HSDP" : "");
+    else if (world > 1) snprintf(mode, sizeof mode, " (NCCL ZeRO-1)");
+    printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world, mode, micro,
+           seq_len);
     if (C > 1) {
         const GraphCP cp = {C, 0, seq_len, head_stride};
         for (int r = 0; r < 2; r++) {
-            CudaMemPlan *pl = r ? &rec : &full;
+            CudaMemPlan *q = r ? &rec : &pl;
             const double extra = (double)graph_plan_bytes_cp(cfg, micro, seq_len, DT_BF16, r, &cp) -
                                  (double)graph_plan_bytes(cfg, micro, Tl, DT_BF16, r);
-            pl->activations += extra;
-            pl->total += extra;
+            q->activations += extra;
+            q->total += extra;
         }
         printf("  context parallel %d (%d groups of %d GPUs, data parallel over the groups): each GPU holds %d of "
                "each instance's %d tokens; activations / %d, plus the K/V of %d KV head%s over the whole instance "
                "(all-gathered per layer); not yet runnable on cuda (the CPU has the collective)\n",
                C, world / C, C, Tl, seq_len, C, head_stride, head_stride > 1 ? "s" : "");
     }
-    printf("  optimizer shard: %zu of %zu parameters (largest rank)\n", hi - lo, t.total);
-    print_gib("bf16 weights (whole table, 2 B/param)", full.weights);
-    print_gib("fp32 gradient (one buffer, 4 B/param)", full.grad);
-    print_gib(world > 1 ? "fp32 master weights (shard, 4 B/param)" : "fp32 master weights (4 B/param)", full.master);
-    print_gib(world > 1 ? "Adam m, v (shard, 8 B/param)" : "Adam m, v (8 B/param)", full.adam);
-    print_gib("fp32 norm weights (replicated, sharded master)", full.norms);
-    print_gib("activations saved, no recompute", full.activations);
+    printf("  %s shard: %zu of %zu parameters (largest rank)\n", full ? "state" : "optimizer", hi - lo, t.total);
+    if (full) {
+        CudaStateSizes s;
+        cuda_state_sizes_full(cfg, &t, lo, hi, &s);
+        printf("  largest model part (embedding, block or head): %zu parameters\n", s.part);
+        print_gib("bf16 weights (2 gathered parts: in use, next)", pl.weights);
+        print_gib("fp32 gradient (shard + 2 part buffers)", pl.grad);
+    } else {
+        print_gib("bf16 weights (whole table, 2 B/param)", pl.weights);
+        print_gib("fp32 gradient (one buffer, 4 B/param)", pl.grad);
+    }
+    print_gib(G > 1 ? "fp32 master weights (shard, 4 B/param)" : "fp32 master weights (4 B/param)", pl.master);
+    print_gib(G > 1 ? "Adam m, v (shard, 8 B/param)" : "Adam m, v (8 B/param)", pl.adam);
+    if (!full) print_gib("fp32 norm weights (replicated, sharded master)", pl.norms);
+    print_gib("activations saved, no recompute", pl.activations);
     print_gib("activations saved, recompute (block + att out)", rec.activations);
-    print_gib("scratch (LM-head chunk, op scratch, workspace)", full.scratch);
-    print_gib("total, no recompute", full.total);
+    print_gib("scratch (LM-head chunk, op scratch, workspace)", pl.scratch);
+    print_gib("total, no recompute", pl.total);
     print_gib("total, recompute (train.recompute=on)", rec.total);
+    if (full)
+        printf("  (dist.shard: full runs on the CPU backend today; this is the layout its CUDA state is planned with)\n");
     free(b);
     param_table_free(&t);
 }
@@ -117,7 +138,7 @@ static void print_lr_at(const Recipe *r, const char *list) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
-            "                 [--context-parallel C] [--lr-at S,...]\n"
+            "                 [--context-parallel C] [--shard optim|full] [--shard-group G] [--lr-at S,...]\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
             "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
@@ -127,6 +148,8 @@ static void usage(FILE *f) {
             "  --context-parallel C (default: the recipe's dist.context_parallel): the plan of one rank\n"
             "  holding T / C tokens of every instance (docs/distributed.md), K/V gathered\n"
             "  dist.cp_head_stride KV heads at a time.\n"
+            "  --shard full [--shard-group G]: the per-GPU plan of dist.shard: full (ZeRO-3; HSDP over\n"
+            "  groups of G ranks): master, Adam and gradient sharded, two gathered parts of weights.\n"
             "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
             "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n"
             "  --lr-at S1,S2,...: a recipe's learning rate at those optimizer steps (step 1 = the first\n"
@@ -138,8 +161,8 @@ int cmd_info(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    int world = 1, C = 0;
-    const char *backend = "cpu", *lr_at = NULL;
+    int world = 1, C = 0, group = 0;
+    const char *backend = "cpu", *lr_at = NULL, *shard = "optim";
     const char *what = argv[1];
     char **ov = xcalloc((size_t)argc, sizeof(char *));
     int nov = 0;
@@ -148,9 +171,15 @@ int cmd_info(int argc, char **argv) {
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
         else if (!strcmp(argv[i], "--lr-at") && i + 1 < argc) lr_at = argv[++i];
         else if (!strcmp(argv[i], "--context-parallel") && i + 1 < argc) C = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shard") && i + 1 < argc) shard = argv[++i];
+        else if (!strcmp(argv[i], "--shard-group") && i + 1 < argc) group = atoi(argv[++i]);
         else ov[nov++] = argv[i];
     }
     if (world < 1) die_input("--world must be >= 1");
+    if (strcmp(shard, "optim") && strcmp(shard, "full")) die_input("--shard: expected optim or full, got '%s'", shard);
+    if (group < 0 || (group > 0 && world % group))
+        die_input("--shard-group %d does not divide --world %d (dist.shard_group: groups of consecutive ranks)", group,
+                  world);
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) die_input("--backend: expected cpu or cuda, got '%s'", backend);
     Recipe r;
     recipe_defaults(&r);
@@ -214,7 +243,7 @@ int cmd_info(int argc, char **argv) {
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
-    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, micro, seq_len, C, head_stride);
+    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, group, !strcmp(shard, "full"), micro, seq_len, C, head_stride);
     else print_peaks();
     free(ov);
     return 0;

@@ -17,6 +17,13 @@
 #endif
 
 static int g_init, g_mpi, g_rank, g_world = 1, g_local_rank;
+// The shard group (dist_shard_group): the collectives over `bounds` run among the g_sworld
+// ranks of this rank's group (all ranks unless HSDP); g_nrep groups hold replicas.
+static int g_sworld = 1, g_srank, g_nrep = 1;
+#ifdef OLMO_MPI
+static MPI_Comm g_scomm = MPI_COMM_NULL, g_rcomm = MPI_COMM_NULL;   // my group; the ranks of my shard index
+#define SCOMM (g_scomm != MPI_COMM_NULL ? g_scomm : MPI_COMM_WORLD)
+#endif
 
 // `srun -n N olmo ...` without an MPI plugin (--mpi=pmix or pmi2) starts N processes that see
 // no process manager: each would join MPI alone as world size 1 and train the whole run into
@@ -53,12 +60,15 @@ void dist_init(void) {
         MPI_Comm_rank(node, &g_local_rank);
         MPI_Comm_free(&node);
         g_mpi = 1;
+        g_sworld = g_world, g_srank = g_rank;
     }
 #endif
 }
 
 void dist_finalize(void) {
 #ifdef OLMO_MPI
+    if (g_scomm != MPI_COMM_NULL) MPI_Comm_free(&g_scomm);
+    if (g_rcomm != MPI_COMM_NULL) MPI_Comm_free(&g_rcomm);
     if (g_mpi) MPI_Finalize();
 #endif
     g_mpi = 0;
@@ -109,7 +119,7 @@ void dist_shard_bounds(size_t n, int world, size_t *bounds) {
 #ifdef OLMO_MPI
 // MPI counts are ints; shards of more than 2^31 floats would need a derived datatype.
 static void counts_of(const size_t *bounds, int *cnt, int *dsp) {
-    for (int r = 0; r < g_world; r++) {
+    for (int r = 0; r < g_sworld; r++) {
         size_t c = bounds[r + 1] - bounds[r];
         if (c > INT32_MAX || bounds[r] > INT32_MAX) die("dist: shard too large for MPI int counts");
         cnt[r] = (int)c;
@@ -118,46 +128,80 @@ static void counts_of(const size_t *bounds, int *cnt, int *dsp) {
 }
 #endif
 
-void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds) {
-    const int W = g_world, r = g_rank;
-    const size_t S = bounds[r + 1] - bounds[r];
-    if (W == 1) {
-        if (shard_out != local) memcpy(shard_out, local, sizeof(float) * S);
-        return;
-    }
 #ifdef OLMO_MPI
-    // Send shard j of my partial sum to rank j; receive shard r of rank i's at i*S.
-    int *scnt = xmalloc(sizeof(int) * 4 * (size_t)W), *sdsp = scnt + W, *rcnt = scnt + 2 * W, *rdsp = scnt + 3 * W;
-    counts_of(bounds, scnt, sdsp);
-    for (int i = 0; i < W; i++) {
-        rcnt[i] = (int)S;
-        rdsp[i] = (int)(S * (size_t)i);
-    }
-    MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, MPI_COMM_WORLD);
-    free(scnt);
-    // Binary counter over source ranks: merge the two newest partial sums whenever they
-    // cover equal spans, then fold newest into older (exactly GradAcc's order).
+// Sum the n pieces of S floats at buf + i*S (i = 0..n-1) in the binary-counter tree over i:
+// merge the two newest partial sums whenever they cover equal spans, then fold newest into
+// older (exactly GradAcc's order); returns the piece holding the sum.
+static float *tree_sum(float *buf, size_t S, int n) {
     int stack[64];
     long span[64];
     int depth = 0;
-    for (int i = 0; i < W; i++) {
+    for (int i = 0; i < n; i++) {
         stack[depth] = i;
         span[depth++] = 1;
         while (depth >= 2 && span[depth - 1] == span[depth - 2]) {
-            add_inplace(recv + S * (size_t)stack[depth - 2], recv + S * (size_t)stack[depth - 1], S);
+            add_inplace(buf + S * (size_t)stack[depth - 2], buf + S * (size_t)stack[depth - 1], S);
             span[depth - 2] *= 2;
             depth--;
         }
     }
-    for (int i = depth - 1; i >= 1; i--) add_inplace(recv + S * (size_t)stack[i - 1], recv + S * (size_t)stack[i], S);
-    memcpy(shard_out, recv + S * (size_t)stack[0], sizeof(float) * S);
+    for (int i = depth - 1; i >= 1; i--) add_inplace(buf + S * (size_t)stack[i - 1], buf + S * (size_t)stack[i], S);
+    return buf + S * (size_t)stack[0];
+}
+#endif
+
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size_t round, const size_t *bounds) {
+    const int W = g_sworld, r = g_srank;
+    const size_t S = bounds[r + 1] - bounds[r];
+    if (g_world == 1) {
+        if (shard_out != local) memcpy(shard_out, local, sizeof(float) * S);
+        return;
+    }
+#ifdef OLMO_MPI
+    // The shards go in rounds of at most P floats of each (recv holds one round's pieces
+    // from every member, or from every group): the sums are elementwise, so the rounds
+    // change no bit, only the scratch recv needs.
+    size_t maxS = 0;
+    for (int j = 0; j < W; j++) maxS = bounds[j + 1] - bounds[j] > maxS ? bounds[j + 1] - bounds[j] : maxS;
+    const size_t P = round < maxS ? round : maxS;   // the same on every rank: the same rounds
+    if (P == 0 && maxS > 0) die("dist_reduce_scatter: a round of 0 floats");
+    int *scnt = xmalloc(sizeof(int) * 4 * (size_t)W), *sdsp = scnt + W, *rcnt = scnt + 2 * W, *rdsp = scnt + 3 * W;
+    for (size_t o = 0; o < maxS || o == 0; o += P) {
+        const size_t c = S > o ? (S - o < P ? S - o : P) : 0;   // my shard's floats this round
+        // Within the group: piece o of shard j of my partial sum to member j; piece o of my
+        // shard from member i at i*c; summed over members in the counter tree.
+        float *sum = (float *)local + bounds[r] + o;
+        if (W > 1) {
+            for (int j = 0; j < W; j++) {
+                const size_t Sj = bounds[j + 1] - bounds[j], cj = Sj > o ? (Sj - o < P ? Sj - o : P) : 0;
+                if (bounds[j] + o > INT32_MAX || cj > INT32_MAX) die("dist: shard too large for MPI int counts");
+                scnt[j] = (int)cj;
+                sdsp[j] = (int)(bounds[j] + (cj ? o : 0));
+                rcnt[j] = (int)c;
+                rdsp[j] = (int)(c * (size_t)j);
+            }
+            MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, SCOMM);
+            sum = tree_sum(recv, c, W);
+        }
+        // HSDP: the groups' sums of this piece, gathered in group order and summed in the
+        // counter tree over groups (with G a power of two: the tree over all ranks).
+        if (g_nrep > 1) {
+            float *mine = recv + c * (size_t)(g_rank / g_sworld);   // in place: my group's slot
+            if (sum != mine) memmove(mine, sum, sizeof(float) * c);
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)c, MPI_FLOAT, g_rcomm);
+            sum = tree_sum(recv, c, g_nrep);
+        }
+        if (c) memcpy(shard_out + o, sum, sizeof(float) * c);
+        if (maxS == 0) break;
+    }
+    free(scnt);
 #else
-    (void)recv;
+    (void)recv, (void)round;
 #endif
 }
 
 double dist_sumsq_gather(double *part, const size_t *bounds) {
-    const int W = g_world;
+    const int W = g_sworld;
     const size_t n = bounds[W];
 #ifdef OLMO_MPI
     if (W > 1) {
@@ -168,7 +212,7 @@ double dist_sumsq_gather(double *part, const size_t *bounds) {
             dsp[i] = (int)a;
             cnt[i] = (int)(b - a);
         }
-        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, part, cnt, dsp, MPI_DOUBLE, MPI_COMM_WORLD);
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, part, cnt, dsp, MPI_DOUBLE, SCOMM);
         free(cnt);
     }
 #endif
@@ -178,20 +222,28 @@ double dist_sumsq_gather(double *part, const size_t *bounds) {
     return total;
 }
 
-void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, const size_t *bounds) {
-    if (g_world == 1) {
-        if (full != mine && hi > lo) memcpy(full, mine, sizeof(float) * (hi - lo));
-        return;
-    }
 #ifdef OLMO_MPI
-    if (hi - lo > INT32_MAX) die("dist_gather_range: %zu floats too many for MPI int counts", hi - lo);
-    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
-    for (int r = 0; r < g_world; r++) {
+// Each group member's part of [lo, hi): counts and displacements from lo.
+static void range_counts(const size_t *bounds, size_t lo, size_t hi, int *cnt, int *dsp) {
+    if (hi - lo > INT32_MAX) die("dist: a range of %zu floats is too many for MPI int counts", hi - lo);
+    for (int r = 0; r < g_sworld; r++) {
         size_t a = bounds[r] > lo ? bounds[r] : lo, b = bounds[r + 1] < hi ? bounds[r + 1] : hi;
         cnt[r] = b > a ? (int)(b - a) : 0;
         dsp[r] = b > a ? (int)(a - lo) : 0;
     }
-    MPI_Gatherv(mine, cnt[g_rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+#endif
+
+void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, const size_t *bounds) {
+    if (g_sworld == 1) {
+        if (g_rank == 0 && full != mine && hi > lo) memcpy(full, mine, sizeof(float) * (hi - lo));
+        return;
+    }
+#ifdef OLMO_MPI
+    if (g_rank >= g_sworld) return;   // HSDP: group 0 (rank 0's) holds every shard; the others are replicas
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
+    range_counts(bounds, lo, hi, cnt, dsp);
+    MPI_Gatherv(mine, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM);
     free(cnt);
 #else
     (void)mine, (void)full, (void)lo, (void)hi, (void)bounds;
@@ -199,11 +251,11 @@ void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, con
 }
 
 void dist_allgather_shards(float *buf, const size_t *bounds) {
-    if (g_world == 1) return;
+    if (g_sworld == 1) return;
 #ifdef OLMO_MPI
-    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
     counts_of(bounds, cnt, dsp);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, SCOMM);
     free(cnt);
 #else
     (void)buf, (void)bounds;
@@ -211,14 +263,15 @@ void dist_allgather_shards(float *buf, const size_t *bounds) {
 }
 
 void dist_gather_shards(const float *shard, float *full, const size_t *bounds) {
-    if (g_world == 1) {
-        memcpy(full, shard, sizeof(float) * bounds[1]);
+    if (g_sworld == 1) {
+        if (g_rank == 0) memcpy(full, shard, sizeof(float) * bounds[1]);
         return;
     }
 #ifdef OLMO_MPI
-    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_world), *dsp = cnt + g_world;
+    if (g_rank >= g_sworld) return;   // HSDP: group 0 holds every shard
+    int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
     counts_of(bounds, cnt, dsp);
-    MPI_Gatherv(shard, cnt[g_rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(shard, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM);
     free(cnt);
 #endif
 }
@@ -274,4 +327,62 @@ void dist_bcast(void *buf, size_t bytes, int root) {
 #else
     (void)buf, (void)bytes, (void)root;
 #endif
+}
+
+// ---- shard groups (HSDP) and the per-block weight gathers of dist.shard: full -------------
+int dist_shard_group(int G, char *err, size_t errlen) {
+    if (G <= 0) G = g_world;
+    if (g_world % G) {
+        snprintf(err, errlen, "dist.shard_group %d does not divide the world size %d (shard groups are %d consecutive "
+                 "ranks)", G, g_world, G);
+        return -1;
+    }
+    if (G == g_sworld && g_nrep == g_world / G) return 0;
+#ifdef OLMO_MPI
+    if (g_scomm != MPI_COMM_NULL) MPI_Comm_free(&g_scomm);
+    if (g_rcomm != MPI_COMM_NULL) MPI_Comm_free(&g_rcomm);
+    // Group g = ranks g*G .. g*G+G-1 (consecutive ranks: one node's, under mpirun's default
+    // placement); the replica communicator joins the ranks with the same index in their group.
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank / G, g_rank, &g_scomm);
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank % G, g_rank, &g_rcomm);
+#endif
+    g_sworld = G, g_srank = g_rank % G, g_nrep = g_world / G;
+    return 0;
+}
+
+int dist_shard_world(void) { return g_sworld; }
+int dist_shard_rank(void) { return g_srank; }
+
+#ifdef OLMO_MPI
+struct DistReq {
+    MPI_Request req;
+    int *cnt;
+};
+#else
+struct DistReq {
+    int unused;
+};
+#endif
+
+DistReq *dist_iallgather_range(float *buf, size_t lo, size_t hi, const size_t *bounds) {
+    if (g_sworld == 1 || hi <= lo) return NULL;
+#ifdef OLMO_MPI
+    DistReq *q = xmalloc(sizeof *q);
+    q->cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld);
+    range_counts(bounds, lo, hi, q->cnt, q->cnt + g_sworld);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + lo, q->cnt, q->cnt + g_sworld, MPI_FLOAT, SCOMM, &q->req);
+    return q;
+#else
+    (void)buf, (void)bounds;
+    return NULL;
+#endif
+}
+
+void dist_wait(DistReq *q) {
+    if (!q) return;
+#ifdef OLMO_MPI
+    MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+    free(q->cnt);
+#endif
+    free(q);
 }

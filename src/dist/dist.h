@@ -8,7 +8,9 @@
 //   - the squared norm is summed over fixed 65536-float chunks in chunk order, and shard
 //     boundaries fall on chunk boundaries, so the norm is the same for every world size;
 //   - small double vectors (loss sums) are all-gathered and summed in global order.
-// A ZeRO-1 shard is the contiguous range [bounds[r], bounds[r+1]) of the flat buffer.
+// A shard is the contiguous range [bounds[r], bounds[r+1]) of the flat buffer, r this
+// rank's index in its shard group: all ranks (ZeRO-1/2/3), or HSDP's groups of G
+// consecutive ranks (dist_shard_group), whose replicas are reduced across the groups.
 #ifndef OLMO_DIST_H
 #define OLMO_DIST_H
 
@@ -32,14 +34,21 @@ void dist_barrier_quiet(void);
 // Exit the whole job with `code` (after a message printed by the caller).
 void dist_exit(int code) __attribute__((noreturn));
 
+// The collectives below that take `bounds` run within this rank's shard group (bounds has
+// dist_shard_world() + 1 entries); the others over all ranks.
 // Shard boundaries for n floats over W ranks: bounds[0..W], multiples of SUMSQ_CHUNK
 // (except bounds[W] = n), chunks spread as evenly as possible.
 void dist_shard_bounds(size_t n, int world, size_t *bounds);
 
-// Reduce-scatter: every rank holds its full partial sum `local` (n = bounds[W] floats);
-// rank r receives shard r of every rank (MPI_Alltoallv into recv: world x shard r floats)
-// and sums them in a binary-counter tree over source ranks into shard_out.
-void dist_reduce_scatter(const float *local, float *shard_out, float *recv, const size_t *bounds);
+// Reduce-scatter: every rank holds its full partial sum `local` (n = bounds[G] floats);
+// group member r receives shard r of every member (MPI_Alltoallv into recv: G x shard r
+// floats) and sums them in a binary-counter tree over source members; with HSDP the groups'
+// sums of the shard are then all-gathered across the replicas (recv: W/G x shard floats)
+// and summed in the counter tree over groups, so with G a power of two the tree is the one
+// over all ranks. Result in shard_out. The shards go in rounds of `round` floats of each
+// (the same value on every rank; >= the largest shard: one round), which changes no bit of
+// the sums; recv holds max(G, W/G) x min(round, shard r) floats.
+void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size_t round, const size_t *bounds);
 // Global sum of squares of a sharded vector from the per-chunk partials part[c] of this
 // rank's chunks (its device computed them: devstate_sumsq), all-gathered, summed in chunk
 // order; part holds ceil(n / SUMSQ_CHUNK) doubles.
@@ -59,5 +68,19 @@ void dist_allgather_bytes(const void *mine, int k, void *all);
 long dist_sum_long(long x);          // exact integer sum over ranks
 int dist_any(int flag);              // 1 if any rank passes a non-zero flag
 void dist_bcast(void *buf, size_t bytes, int root);
+
+
+// ---- shard groups (HSDP) and the per-block weight gathers of dist.shard: full ----
+// Shard within groups of G consecutive ranks (G = 0: all ranks). Collective; idempotent.
+// 0, or -1 with a message naming dist.shard_group when G does not divide the world size.
+int dist_shard_group(int G, char *err, size_t errlen);
+int dist_shard_world(void);   // G (1 without MPI)
+int dist_shard_rank(void);    // this rank's index in its group: its shard
+// Non-blocking all-gather of [lo, hi) of a sharded vector within the group, in place: buf
+// is the whole vector, this rank's part of [lo, hi) already filled. NULL when there is
+// nothing to wait for (one member, empty range). dist_wait completes and frees it.
+typedef struct DistReq DistReq;
+DistReq *dist_iallgather_range(float *buf, size_t lo, size_t hi, const size_t *bounds);
+void dist_wait(DistReq *q);
 
 #endif

@@ -426,8 +426,13 @@ static LossSums eval_head(Graph *g, const GraphParams *p, const int32_t *targets
     return sums;
 }
 
-LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
-                                int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
+// The weights of `part` are needed now, `next`'s soon (GraphParams.weights; no-op without).
+static void need(const GraphParams *p, int part, int next) {
+    if (p->weights) p->weights(p->weights_ctx, part, next);
+}
+
+static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
+                                 int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
     if (B > g->max_B || T > g->max_T)
         die("model: micro-batch (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, g->max_B, g->max_T);
     const Ops *o = g->be->ops;
@@ -443,8 +448,13 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
     }
 
     // ---- forward ----
+    need(p, GRAPH_PART_EMBED, 0);
     o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, d.N, d.C);   // (N, C)
-    for (int l = 0; l < d.L; l++) block_forward(g, p, l, B, T, NULL, 0);
+    for (int l = 0; l < d.L; l++) {
+        need(p, l, l + 1 < d.L ? l + 1 : GRAPH_PART_HEAD);
+        block_forward(g, p, l, B, T, NULL, 0);
+    }
+    need(p, GRAPH_PART_HEAD, p->grad ? d.L - 1 : GRAPH_PART_NONE);
     float *xL = g->res + (size_t)d.L * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
@@ -462,13 +472,21 @@ LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *i
     for (int l = d.L - 1; l >= 0; l--) {
         // Recompute: the block's activations again, bitwise the same (slot 0 still holds the
         // last block's from the forward).
+        need(p, l, l > 0 ? l - 1 : GRAPH_PART_NONE);
         if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T, NULL, 1);
         block_backward(g, p, l, B, T);
     }
     float *gE = gr + g->off.embed;
     if (!p->acc) o->zero(be, gE, sizeof(float) * (size_t)c->padded_vocab * d.C);
-    o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);
+    o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);   // reads no weights
     return sums;
+}
+
+LossSums graph_forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
+                                int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
+    LossSums s = forward_backward(g, p, inputs, targets, B, T, z_coef, inv_count, logits_out, tok_ce);
+    need(p, GRAPH_PART_NONE, GRAPH_PART_NONE);
+    return s;
 }
 
 LossSums graph_forward_backward_cp(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets,

@@ -84,6 +84,9 @@ static const Key KEYS[] = {
     {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
     {"train.allow_recipe_change", T_STRLIST, LIST(allow, n_allow), "", "resume only: keys (optim.lr) or sections (schedule) whose change from the checkpoint's recipe is meant; other changes that alter the training are refused (docs/checkpoints.md)"},
 
+    {"dist.shard", T_STR, F(shard), "optim", "optim (ZeRO-1: Adam sharded) | grads (ZeRO-2: also the reduced gradient; the full-size one only during the step) | full (ZeRO-3/FSDP: also the master weights, each block's weights all-gathered before use and freed after); cpu only (docs/distributed.md)"},
+    {"dist.shard_group", T_INT, F(shard_group), "0", "HSDP: shard within groups of this many consecutive ranks, replicas reduced across groups; divides the world size; 0 = one group of all ranks"},
+
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
     {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
     {"alarm.memo_ratio", T_DOUBLE, F(memo_ratio), "0.25", "memorization alarm: fires when held-out CE falls by less than this x the training fall"},
@@ -812,6 +815,10 @@ void recipe_validate(const Recipe *r, const char *origin) {
         die_input("%s: optim.skip_step_compat: olmo_core is OLMo-core's SkipStepAdamW rule and needs optim.skip_step: "
                   "true", o);
 
+    if (strcmp(r->shard, "optim") && strcmp(r->shard, "grads") && strcmp(r->shard, "full"))
+        die_input("%s: dist.shard must be optim, grads or full, got '%s'", o, r->shard);
+    if (r->shard_group < 0) die_input("%s: dist.shard_group must be >= 0 ranks (0 = all ranks), got %d", o, r->shard_group);
+
     if (!one_of(r->schedule, SCHEDULES))
         die_input("%s: schedule.name must be one of cosine, linear, constant, wsd, half_cos_with_warmup; got '%s'", o,
                   r->schedule);
@@ -933,14 +940,15 @@ void recipe_print_keys(void) {
 
 // Keys whose value the model never sees on resume: logging, evaluation, checkpointing,
 // paths of this run, the alarm, and switches that only apply to a fresh run (train.seed:
-// the weights come from the checkpoint; load_*; train.recompute: bitwise the same steps; dist.context_parallel and
-// its head stride: the same samples and, as a change of world size, the same steps up to rounding:
-// tests/test_cp.sh resumes a C = 2 run at C = 1). train.backend is here because the
+// the weights come from the checkpoint; load_*; train.recompute, dist.shard, dist.shard_group:
+// bitwise the same steps; dist.context_parallel and its head stride: the same samples and, as a
+// change of world size, the same steps up to rounding: tests/test_cp.sh resumes a C = 2 run at
+// C = 1). train.backend is here because the
 // numbers it can change, the precision, are compared on their own (effective precision).
 static int harmless_key(const char *name) {
     static const char *keys[] = {"train.run_dir", "train.log_every", "train.stop_at", "train.resume", "train.load_path",
                                  "train.load_optim", "train.load_trainer_state", "train.seed", "train.backend",
-                                 "train.recompute", "train.tensorboard",
+                                 "train.recompute", "train.tensorboard", "dist.shard", "dist.shard_group",
                                  "loader.prefetch", "dist.context_parallel", "dist.cp_head_stride", NULL};
     static const char *sections[] = {"alarm.", "eval.", "ckpt.", "perf.", NULL};
     for (int i = 0; keys[i]; i++)

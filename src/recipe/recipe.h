@@ -47,6 +47,8 @@ typedef struct {
     char recompute[8];              // auto | on | off: per-block activation recompute (cuda)
     int context_parallel;           // dist.context_parallel: ranks per instance (1 = off)
     int cp_head_stride;             // dist.cp_head_stride: KV heads per all-gather
+    char shard[8];                  // dist.shard: optim | grads | full (docs/distributed.md)
+    int shard_group;                // dist.shard_group: ranks per shard group (HSDP); 0 = all ranks
     int tensorboard;                // bool: RUN_DIR/tb event files beside metrics.jsonl
     int n_allow;                    // train.allow_recipe_change: keys or sections whose change
     char allow[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // on resume is meant (recipe_diff below)

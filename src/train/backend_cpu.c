@@ -2,7 +2,8 @@
 // Model.params are the master weights, the GradAcc tree sums the micro-batches' gradients
 // pairwise, the host collectives (step.c) reduce-scatter and all-gather over MPI, and AdamW
 // runs over the host's DevState through the CPU op table. Nothing lives elsewhere, so the
-// synchronisations are no-ops and checkpoints are written from host memory.
+// synchronisations are no-ops (but for dist.shard: full, train/fsdp.h) and checkpoints are
+// written from host memory.
 #include "train/backend_cpu.h"
 
 #include <math.h>
@@ -12,6 +13,7 @@
 
 #include "dist/dist_cp.h"
 #include "kernels/kernels.h"
+#include "train/fsdp.h"
 #include "util/common.h"
 
 // The CPU's backend object: with context parallelism (dist.context_parallel > 1) also the
@@ -32,11 +34,15 @@ static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int3
     LossSums s;
     if (be && be->cp_graph) {   // context parallelism: this member's chunks of the instances
         Model *m = tc->model;
-        GraphParams p = {m->params, &m->w, gradacc_slot(&tc->acc), 0};   // as model_graph's, without its activations
+        GraphParams p = {m->params, &m->w, gradacc_slot(&tc->acc), 0, NULL, NULL};   // as model_graph's, no activations
         s = graph_forward_backward_cp(be->cp_graph, &p, inputs, targets, B, z_coef, inv_count, NULL, NULL);
     } else {
         GraphParams p;
         Graph *g = model_graph(tc->model, gradacc_slot(&tc->acc), &p);
+        if (tc->fsdp) {   // dist.shard: full: the weights gathered part by part as the graph reads them
+            p.weights = fsdp_weights;
+            p.weights_ctx = tc->fsdp;
+        }
         s = graph_forward_backward(g, &p, inputs, targets, B, T, z_coef, inv_count, NULL, NULL);
     }
     gradacc_push(&tc->acc);
@@ -139,8 +145,18 @@ static void cpu_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const
     die("backend cpu: checkpoints are written from host memory (backend_streams_checkpoint is 0)");
 }
 
-static void cpu_sync_to_host(Backend *be, TrainCore *tc, int optim) { (void)be, (void)tc, (void)optim; }
-static void cpu_sync_from_host(Backend *be, TrainCore *tc) { (void)be, (void)tc; }
+// Without dist.shard: full the host's Model is the state itself; with it, Model.params is
+// only the gather target: rank 0 gathers the master shards there for evaluation, the
+// checkpoint and the final weights, and the master shard is taken from it after
+// initialization or a resume.
+static void cpu_sync_to_host(Backend *be, TrainCore *tc, int optim) {
+    (void)be, (void)optim;
+    train_core_gather_params(tc);
+}
+static void cpu_sync_from_host(Backend *be, TrainCore *tc) {
+    (void)be;
+    train_core_load_master(tc);
+}
 
 static LossSums cpu_forward_backward(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
                                      int T, float z_coef, float inv_count, float *grads, float *logits_out,

@@ -167,6 +167,23 @@ void resume_guard(const Recipe *r, const char *ckpt_dir, const Loader *loader, i
 }
 
 
+// The newest complete checkpoint of the run other than `bad` (a step-* directory is complete
+// by construction: checkpoint.h), as a sentence for a refusal; "" when there is none.
+static void last_complete(const Run *u, const char *bad, char *out, size_t outlen) {
+    char ckdir[4200], p[4300];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", u->r->run_dir);
+    int n;
+    long *steps = ckpt_list_steps(ckdir, &n);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/step-%08ld", ckdir, steps[i]);
+        if (!strcmp(p, bad)) continue;
+        snprintf(out, outlen, "; the last complete checkpoint is %s (train.resume=%s resumes from it)", p, p);
+        break;
+    }
+    free(steps);
+}
+
 // train.resume: the checkpoint's weights, this rank's Adam shard, step, tokens, skip-step
 // history and loader position.
 void run_resume(Run *u) {
@@ -177,8 +194,9 @@ void run_resume(Run *u) {
     train_core_range(tc, &lo, &hi);
     double t0 = now_seconds();
     if (ckpt_load(u->ckpt_dir, &u->m.table, &u->cfg, u->m.params, tc->opt.m, tc->opt.v, lo, hi, &st, msg, sizeof u->msg) != 0) {
-        char m2[8192 + 4700];
-        snprintf(m2, sizeof m2, "cannot resume from %s: %s", u->ckpt_dir, msg);
+        char m2[8192 + 4700 + 9000], last[9000];
+        last_complete(u, u->ckpt_dir, last, sizeof last);
+        snprintf(m2, sizeof m2, "cannot resume from %s: %s%s", u->ckpt_dir, msg, last);
         fail_all(u->rank, 2, m2);
     }
     if (!rope_scaling_equal(&st.cfg.rope_scaling, &u->cfg.rope_scaling)) {

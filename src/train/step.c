@@ -2,12 +2,14 @@
 #include "train/step.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/loader.h"
 #include "dist/dist.h"
 #include "kernels/kernels.h"
+#include "train/fsdp.h"
 #include "util/common.h"
 
 // FAULT INJECTION (tests/test_faults.sh, docs/robustness.md): OLMO_FAULT_NAN_STEP=N makes one
@@ -18,19 +20,67 @@ long train_fault_nan_step(void) {
     return s;
 }
 
+int train_shard_mode(const char *shard, int group, int world, const char *backend, char *err, size_t errlen) {
+    const int mode = !strcmp(shard, "optim") ? SHARD_OPTIM : !strcmp(shard, "grads") ? SHARD_GRADS
+                     : !strcmp(shard, "full") ? SHARD_FULL : -1;
+    if (mode < 0) {
+        snprintf(err, errlen, "dist.shard must be optim, grads or full, got '%s'", shard);
+        return -1;
+    }
+    if (group < 0 || (group > 0 && world % group)) {
+        snprintf(err, errlen, "dist.shard_group %d does not divide the world size %d (shard groups are that many "
+                 "consecutive ranks; 0 = all ranks)", group, world);
+        return -1;
+    }
+    // The CUDA backend's collectives are NCCL ZeRO-1 (or its host-MPI fallback): none
+    // reduce-scatters into a sharded gradient, gathers sharded weights or spans groups.
+    if (!strcmp(backend, "cuda") && (mode != SHARD_OPTIM || (group > 0 && group != world))) {
+        snprintf(err, errlen, "dist.shard: %s%s needs collectives the cuda backend does not have (it shards the "
+                 "optimizer only, ZeRO-1 over NCCL): use dist.shard: optim without dist.shard_group, or train.backend: "
+                 "cpu", shard, group > 0 && group != world ? " with dist.shard_group" : "");
+        return -1;
+    }
+    return mode;
+}
+
+// grads, full: the reduce-scatter's round, in floats per piece (4 MiB: large enough that
+// the rounds' latency is small next to their transfer, small next to any model's gradient).
+// TEST HOOK (tests/test_shard.sh): OLMO_TEST_SHARD_ROUND=N floats, so that the tiny test
+// models' shards take many rounds.
+static size_t shard_round(void) {
+    const char *e = getenv("OLMO_TEST_SHARD_ROUND");
+    return e && atol(e) > 0 ? (size_t)atol(e) : (size_t)1 << 20;
+}
+
 void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, double beta1, double beta2, double eps,
                       double wd, int decay_embedding) {
     const size_t n = tc->model->table.total;
     tc->world = world;
     tc->rank = rank;
-    tc->bounds = xmalloc(sizeof(size_t) * ((size_t)world + 1));
-    dist_shard_bounds(n, world, tc->bounds);
-    size_t lo = tc->bounds[rank], hi = tc->bounds[rank + 1];
+    tc->sworld = 1, tc->srank = 0;
+    if (world > 1) {
+        char err[256];
+        if (dist_shard_group(tc->shard_group, err, sizeof err) != 0) die("%s", err);
+        tc->sworld = dist_shard_world(), tc->srank = dist_shard_rank();
+    }
+    tc->bounds = xmalloc(sizeof(size_t) * ((size_t)tc->sworld + 1));
+    dist_shard_bounds(n, tc->sworld, tc->bounds);
+    size_t lo = tc->bounds[tc->srank], hi = tc->bounds[tc->srank + 1];
     adamw_init_range(&tc->opt, &tc->model->table, lo, hi, beta1, beta2, eps, wd, decay_embedding);
     if (world > 1) {
         tc->shard_grad = xmalloc_aligned(sizeof(float) * (hi - lo + 1));
-        // Rank r receives shard r from every rank: world x its own shard size.
-        tc->recv = xmalloc_aligned(sizeof(float) * (hi - lo + 1) * (size_t)world);
+        // Rank r receives its shard from every group member, then (HSDP) from every group:
+        // all of it at once (optim), or (grads, full: no full-size scratch) in rounds of at
+        // most shard_round() floats per piece (dist_reduce_scatter).
+        const int pieces = tc->sworld > world / tc->sworld ? tc->sworld : world / tc->sworld;
+        tc->round = tc->shard_mode == SHARD_OPTIM ? n : shard_round();   // optim: one round
+        tc->recv_n = (hi - lo + 1 < tc->round ? hi - lo + 1 : tc->round) * (size_t)pieces;
+        tc->recv = xmalloc_aligned(sizeof(float) * tc->recv_n);
+    }
+    if (tc->shard_mode == SHARD_FULL) {
+        tc->master = xmalloc_aligned(sizeof(float) * (hi - lo + 1));
+        memcpy(tc->master, tc->model->params + lo, sizeof(float) * (hi - lo));
+        tc->fsdp = fsdp_create(tc);
     }
     tc->chunk_sq = xcalloc((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK + 1, sizeof(double));
     // micro_per_rank: the most any rank has (uneven blocks are padded to it in the gather).
@@ -41,25 +91,40 @@ void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, do
 void train_core_free(TrainCore *tc) {
     adamw_free(&tc->opt);
     gradacc_free(&tc->acc);
+    fsdp_free(tc->fsdp);
     free(tc->bounds);
     free(tc->shard_grad);
     free(tc->recv);
+    free(tc->master);
     free(tc->chunk_sq);
     free(tc->loss_local);
     free(tc->loss_all);
     tc->bounds = NULL;
-    tc->shard_grad = tc->recv = NULL;
+    tc->fsdp = NULL;
+    tc->shard_grad = tc->recv = tc->master = NULL;
     tc->chunk_sq = tc->loss_local = tc->loss_all = NULL;
 }
 
 void train_core_range(const TrainCore *tc, size_t *lo, size_t *hi) {
     if (tc->bounds) {
-        *lo = tc->bounds[tc->rank];
-        *hi = tc->bounds[tc->rank + 1];
+        *lo = tc->bounds[tc->srank];
+        *hi = tc->bounds[tc->srank + 1];
     } else {
         *lo = 0;
         *hi = tc->model->table.total;
     }
+}
+
+void train_core_load_master(TrainCore *tc) {
+    if (!tc->master) return;
+    size_t lo, hi;
+    train_core_range(tc, &lo, &hi);
+    memcpy(tc->master, tc->model->params + lo, sizeof(float) * (hi - lo));
+    pages_release(tc->model->params, sizeof(float) * tc->model->table.total);
+}
+
+void train_core_gather_params(TrainCore *tc) {
+    if (tc->master) dist_gather_shards(tc->master, tc->rank == 0 ? tc->model->params : NULL, tc->bounds);
 }
 
 StepResult train_step_result(TrainCore *tc, double ce_sum, double z_sum, long count, double norm, long step) {
@@ -168,8 +233,8 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
 static void host_devstate(DevState *s, TrainCore *tc) {
     size_t lo, hi;
     train_core_range(tc, &lo, &hi);
-    *s = (DevState){model_backend(tc->model), &tc->model->table, lo, hi, tc->model->params + lo, tc->opt.m, tc->opt.v, NULL,
-                    NULL, DT_F32};
+    float *master = tc->master ? tc->master : tc->model->params + lo;
+    *s = (DevState){model_backend(tc->model), &tc->model->table, lo, hi, master, tc->opt.m, tc->opt.v, NULL, NULL, DT_F32};
 }
 
 void host_reduce(TrainCore *tc, float *local, DevState *s) {
@@ -177,12 +242,19 @@ void host_reduce(TrainCore *tc, float *local, DevState *s) {
     tc->local = local;
     tc->shard = local + s->lo;
     if (tc->bounds && tc->world > 1) {
-        dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->bounds);
+        dist_reduce_scatter(local, tc->shard_grad, tc->recv, tc->round, tc->bounds);
         tc->shard = tc->shard_grad;
+        // grads, full: the full-size gradient and the reduction's scratch are dead until the
+        // next step's micro-batches; their pages go back (the shard is a buffer of its own).
+        if (tc->shard_mode != SHARD_OPTIM) {
+            for (int i = 0; i < tc->acc.nbuf; i++) pages_release(tc->acc.buf[i], sizeof(float) * tc->acc.n);
+            pages_release(tc->recv, sizeof(float) * tc->recv_n);
+        }
     }
     s->grad = tc->shard;
 }
 
 void host_allgather(TrainCore *tc) {
-    if (tc->bounds && tc->world > 1) dist_allgather_shards(tc->model->params, tc->bounds);
+    // full: nothing to gather now; each part's weights are gathered when the graph reads them.
+    if (tc->bounds && tc->world > 1 && !tc->master) dist_allgather_shards(tc->model->params, tc->bounds);
 }

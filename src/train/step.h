@@ -18,6 +18,14 @@
 #include "train/optim.h"
 #include "train/skipstep.h"
 
+// dist.shard (docs/distributed.md): what a rank keeps of the state beyond its shard.
+typedef enum {
+    SHARD_OPTIM = 0,   // ZeRO-1: Adam m, v sharded; weights and gradient replicated
+    SHARD_GRADS,       // ZeRO-2: also the reduced gradient; the full-size one's pages handed back after the reduction
+    SHARD_FULL,        // ZeRO-3/FSDP: also the fp32 master; the weights gathered part by part (train/fsdp.h)
+} ShardMode;
+struct Fsdp;
+
 typedef struct {
     Model *model;
     AdamW opt;          // whole table, or (world > 1 / train_core_shard) the shard only
@@ -29,23 +37,42 @@ typedef struct {
     float z_loss;
     int loss_per_rank;  // train.loss_norm resolved to rank: OLMo-core's per-rank denominator (train_step_on)
     // Sharding: zero-initialized means one process owning everything (opt over the table).
-    int world, rank;
-    int cp, cp_head_stride;   // dist.context_parallel (0 or 1: off) and its head stride
-    size_t *bounds;     // world+1 shard boundaries (dist_shard_bounds)
+    ShardMode shard_mode;   // set before train_core_shard (0: optim)
+    int shard_group;        // dist.shard_group, set before train_core_shard (0: all ranks)
+    int world, rank;        // all ranks (micro-batches split over world / cp groups) and this rank
+    int cp, cp_head_stride; // dist.context_parallel (0 or 1: off) and its head stride
+    int sworld, srank;      // the shard group's size (world unless HSDP) and this rank's shard
+    size_t *bounds;     // sworld+1 shard boundaries (dist_shard_bounds)
+    float *master;      // full: this rank's fp32 master weights (its shard); else NULL (Model.params)
+    struct Fsdp *fsdp;  // full: the part-by-part weight gathers
     float *shard_grad;  // this rank's reduced gradient shard
-    float *recv;        // reduce-scatter scratch (world x shard floats), world > 1 only
+    float *recv;        // reduce-scatter scratch (max(G, W/G) x shard floats), world > 1 only
+    size_t recv_n;      // its floats
+    size_t round;       // the reduce-scatter's round (floats of each shard; dist_reduce_scatter)
     double *chunk_sq;   // per-chunk squared norms
     double *loss_local, *loss_all;   // per-micro-batch (ce, z) sums: this rank's / all ranks'
     float *local, *shard;            // the step in progress: this rank's summed gradient, its shard of the sum
 } TrainCore;
 
-// Set up the sharded state for (world, rank): shard bounds, AdamW on the shard, scratch.
-// Call instead of adamw_init; train_core_free releases everything but the model.
+// Set up the sharded state for (world, rank): the shard group (tc->shard_group; collective),
+// shard bounds, AdamW on the shard, scratch, and with tc->shard_mode full the master shard
+// (filled by train_core_load_master) and the weight gathers. Call instead of adamw_init;
+// train_core_free releases everything but the model.
 void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, double beta1, double beta2, double eps,
                       double wd, int decay_embedding);
 void train_core_free(TrainCore *tc);
 // This rank's shard [lo, hi) of the flat buffer ([0, total) without sharding).
 void train_core_range(const TrainCore *tc, size_t *lo, size_t *hi);
+// dist.shard / dist.shard_group for a run of `world` ranks on `backend`: the mode, or -1
+// with a message naming the key (unknown mode, a group not dividing the world, a mode the
+// backend has no collective for: cuda runs ZeRO-1 only).
+int train_shard_mode(const char *shard, int group, int world, const char *backend, char *err, size_t errlen);
+// full: the master shard from Model.params (initialized or loaded there), whose pages are
+// then handed back (params is only the gather target from now on). No-op otherwise.
+void train_core_load_master(TrainCore *tc);
+// full: the whole weights into rank 0's Model.params (evaluation, checkpoints, the final
+// weights; collective). No-op otherwise.
+void train_core_gather_params(TrainCore *tc);
 
 typedef struct {
     double loss, ce, z_loss;   // per non-masked token; z_loss is the scaled term: loss = ce + z_loss

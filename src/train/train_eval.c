@@ -85,7 +85,8 @@ void run_eval_open(Run *u) {
     const Recipe *r = u->r;
     memo_alarm_init(&u->watch.alarm, r->memo_k, r->memo_drop, r->memo_ratio);
     if (r->memo_set[0]) snprintf(u->watch.set, sizeof u->watch.set, "eval/%s/ce", r->memo_set);
-    u->host_eval_sync = u->bimpl->on_device && !u->dev_eval;
+    // (dist.shard: full: the CPU model's weights are gathered to rank 0 for it, every rank taking part.)
+    u->host_eval_sync = (u->bimpl->on_device && !u->dev_eval) || u->tc.shard_mode == SHARD_FULL;
 }
 
 // In-loop evaluation at `step` when `due` (a collective decision when the CPU model of a

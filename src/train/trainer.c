@@ -83,6 +83,24 @@ static void run_plan(Run *u) {
     int first;
     loader_rank_block(GB / MB, W, u->rank / u->C, &first, &u->micro_per_rank);
     u->local_batch = u->micro_per_rank * MB;
+    // dist.shard, dist.shard_group (step.h): refused when the group does not divide W or the
+    // backend lacks the mode's collectives (before the backend is looked for).
+    const int shard = train_shard_mode(r->shard, r->shard_group, u->W, r->backend, u->msg, sizeof u->msg);
+    if (shard < 0) fail_all(u->rank, 2, u->msg);
+    if (shard == SHARD_FULL && u->C > 1) {   // the member's graph reads the whole table (backend_cpu.c)
+        snprintf(u->msg, sizeof u->msg, "dist.shard: full with dist.context_parallel %d: not built yet (the "
+                 "context-parallel graph reads whole weights); use dist.shard: optim or grads", u->C);
+        fail_all(u->rank, 2, u->msg);
+    }
+    if (shard == SHARD_FULL && (GB / MB) % W) {   // every rank gathers each part once per micro-batch
+        snprintf(u->msg, sizeof u->msg, "dist.shard: full needs the same micro-batches on every rank: train.global_batch "
+                 "%d / train.micro_batch %d = %d do not split evenly over %d ranks (uneven blocks run the weight "
+                 "gathers a different number of times); use dist.shard: optim or grads, or another world size", GB,
+                 MB, GB / MB, W);
+        fail_all(u->rank, 2, u->msg);
+    }
+    u->tc.shard_mode = (ShardMode)shard;
+    u->tc.shard_group = r->shard_group;
     // train.backend / train.precision (src/train/backend.h): a CUDA run in a binary built
     // without CUDA, or on a machine without a device, stops here with nothing written.
     if (backend_resolve(r->backend, r->precision, &u->bimpl, &u->bprec, u->msg, sizeof u->msg) != 0)

@@ -32,8 +32,15 @@ extern const struct BackendIface backend_cuda;   // train/backend.h's interface
 // norm's chunk sums use the op table's scratch. cuda_state_bytes adds the cuBLASLt workspace.
 typedef struct {
     size_t mlo, mhi, master, adam, grad, weights, norms;
+    size_t part;   // dist.shard: full: the largest model part (embedding, a block, the head), else 0
 } CudaStateSizes;
 void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_hi, CudaStateSizes *s);
+// dist.shard: full (ZeRO-3, bf16; the layout the NCCL full-shard state is to allocate, issue
+// 32 item 4): master, Adam and the reduced gradient only for the shard [lo, hi); two bf16
+// part buffers (the part computing and the next one's all-gather) and two fp32 part
+// gradients (the part's backward and the previous part's reduce-scatter); the norm weights
+// travel with their parts. The part sizes are the CPU's (train/fsdp.c: model order).
+void cuda_state_sizes_full(const ModelConfig *cfg, const ParamTable *t, size_t lo, size_t hi, CudaStateSizes *s);
 size_t cuda_state_bytes(const CudaStateSizes *s);
 
 // What cuda_model_create allocates on the device, in bytes, by purpose: `olmo info
@@ -52,6 +59,9 @@ typedef struct {
 } CudaMemPlan;
 void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
                    size_t opt_lo, size_t opt_hi, CudaMemPlan *plan);
+// The same for dist.shard: full in bf16 (cuda_state_sizes_full) with this rank's shard [lo, hi).
+void cuda_mem_plan_full(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int recompute, size_t lo,
+                        size_t hi, CudaMemPlan *plan);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,23 @@ void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_h
             if (t->p[i].kind == PARAM_NORM) s->norms += t->p[i].numel;
 }
 
+void cuda_state_sizes_full(const ModelConfig *cfg, const ParamTable *t, size_t lo, size_t hi, CudaStateSizes *s) {
+    memset(s, 0, sizeof *s);
+    ModelOffsets off;
+    model_offsets(&off, t, cfg);
+    // the parts of train/fsdp.c: [embed, block 0), each block, [final_norm, total)
+    const int L = cfg->n_layers;
+    for (int i = 0; i <= L + 1; i++) {
+        size_t a = i == 0 ? off.embed : i <= L ? off.layers[i - 1].wqkv : off.final_norm;
+        size_t b = i < L ? off.layers[i].wqkv : i == L ? off.final_norm : t->total;
+        if (b - a > s->part) s->part = b - a;
+    }
+    s->mlo = lo, s->mhi = hi;
+    s->master = s->adam = hi - lo;
+    s->grad = (hi - lo) + 2 * s->part;
+    s->weights = 2 * s->part;
+}
+
 static size_t one(size_t n) { return n ? n : 1; }
 
 size_t cuda_state_bytes(const CudaStateSizes *s) {
@@ -33,23 +50,38 @@ size_t cuda_state_bytes(const CudaStateSizes *s) {
 // From the code that allocates: the model state (cuda_state_sizes, model.cu allocates
 // exactly those buffers), the graph's activations (graph_plan_bytes: graph_init's walk with
 // a counter) and the op scratch (ops_cuda_scratch_bytes, ops_cuda_reserve's sizes).
-void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
-                   size_t opt_lo, size_t opt_hi, CudaMemPlan *p) {
+static void plan_of(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                    const CudaStateSizes *s, CudaMemPlan *p) {
     memset(p, 0, sizeof *p);
-    CudaStateSizes s;
-    cuda_state_sizes(t, bf16, opt_lo, opt_hi, &s);
 #define ONE(n) ((double)((n) ? (n) : 1))
-    p->master = 4 * ONE(s.master);
-    p->adam = 2 * 4 * ONE(s.adam);
-    p->grad = 4 * ONE(s.grad);
-    p->weights = 2.0 * s.weights;
-    p->norms = 4.0 * s.norms;
+    p->master = 4 * ONE(s->master);
+    p->adam = 2 * 4 * ONE(s->adam);
+    p->grad = 4 * ONE(s->grad);
+    p->weights = 2.0 * s->weights;
+    p->norms = 4.0 * s->norms;
 #undef ONE
     p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32,
                                               recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0);   // model.cu's first choice
     const int N = max_B * max_T, Q = cfg->n_heads * cfg->head_dim;
     OpsLimits lim = {N, cfg->d_model > Q ? cfg->d_model : Q, cfg->n_heads, cfg->padded_vocab, t->total, max_T, cfg->n_kv_heads};
-    p->scratch = (double)(cuda_state_bytes(&s) - (size_t)(p->master + p->adam + p->grad + p->weights + p->norms)) +
+    p->scratch = (double)(cuda_state_bytes(s) - (size_t)(p->master + p->adam + p->grad + p->weights + p->norms)) +
                  (double)ops_cuda_scratch_bytes(&lim, bf16 ? 2 : 4);
     p->total = p->weights + p->master + p->grad + p->adam + p->norms + p->activations + p->scratch;
+}
+
+// From the code that allocates: the model state (cuda_state_sizes, model.cu allocates
+// exactly those buffers), the graph's activations (graph_plan_bytes: graph_init's walk with
+// a counter) and the op scratch (ops_cuda_scratch_bytes, ops_cuda_reserve's sizes).
+void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                   size_t opt_lo, size_t opt_hi, CudaMemPlan *p) {
+    CudaStateSizes s;
+    cuda_state_sizes(t, bf16, opt_lo, opt_hi, &s);
+    plan_of(cfg, t, max_B, max_T, bf16, recompute, &s, p);
+}
+
+void cuda_mem_plan_full(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int recompute, size_t lo,
+                        size_t hi, CudaMemPlan *p) {
+    CudaStateSizes s;
+    cuda_state_sizes_full(cfg, t, lo, hi, &s);
+    plan_of(cfg, t, max_B, max_T, 1, recompute, &s, p);
 }
