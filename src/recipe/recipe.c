@@ -86,6 +86,8 @@ static const Key KEYS[] = {
 
     {"dist.shard", T_STR, F(shard), "optim", "optim (ZeRO-1: Adam sharded) | grads (ZeRO-2: also the reduced gradient; the full-size one only during the step) | full (ZeRO-3/FSDP: also the master weights, each block's weights all-gathered before use and freed after); cpu only (docs/distributed.md)"},
     {"dist.shard_group", T_INT, F(shard_group), "0", "HSDP: shard within groups of this many consecutive ranks, replicas reduced across groups; divides the world size; 0 = one group of all ranks"},
+    {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu only (docs/distributed.md)"},
+    {"dist.cp_head_stride", T_INT, F(cp_head_stride), "1", "context parallelism: K/V are all-gathered this many KV heads at a time (OLMo-core head_stride; OLMo 3: 4); divides model.n_kv_heads"},
 
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
     {"alarm.memo_drop", T_DOUBLE, F(memo_drop), "0.05", "memorization alarm: training-loss fall over the window that arms it (nats)"},
@@ -134,8 +136,6 @@ static const Key KEYS[] = {
     {"loader.prefetch", T_BOOL, F(loader_prefetch), "true", "prepare the next batch on a background thread"},
     {"loader.debug_double_shard", T_BOOL, F(debug_double_shard), "false", "reproduce the double-sharding bug (docs/olmo3.md s.7); tests only"},
 
-    {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu only (docs/distributed.md)"},
-    {"dist.cp_head_stride", T_INT, F(cp_head_stride), "1", "context parallelism: K/V are all-gathered this many KV heads at a time (OLMo-core head_stride; OLMo 3: 4); divides model.n_kv_heads"},
 
     {"eval.sets", T_STRLIST, LIST(eval_sets, n_eval_sets), "", "perplexity sets: name=path of a token file (documents = EOS-separated runs); `olmo train` refuses a recipe without them unless eval.off is true"},
     {"eval.off", T_BOOL, F(eval_off), "false", "true = train without in-loop held-out evaluation, on purpose (sets and tasks are then not run during training)"},
