@@ -8,8 +8,11 @@
 # and downstream multiple-choice tasks), and write report.html. About 6 minutes on an
 # idle 2-core machine. Rerunning continues from the checkpoints already written
 # (train.resume=auto).
+# Training runs in bf16 (bf16 matmul operands, fp32 accumulation, master weights and Adam)
+# where the CPU has a native bf16 engine, in fp32 elsewhere (scripts/train_precision.sh);
+# evaluation is fp32 either way.
 # Environment: OLMO_STAGE1_STEPS / OLMO_STAGE2_STEPS / OLMO_STAGE3_STEPS shorten the run
-# (smoke tests).
+# (smoke tests); OLMO_PRECISION=fp32|bf16 sets the training precision instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t_start=$(date +%s)
@@ -28,6 +31,11 @@ bash scripts/deps.sh
 make -j"$(nproc)" build/olmo >/dev/null
 OLMO=build/olmo
 
+# bf16 on a native bf16 engine, fp32 elsewhere (scripts/train_precision.sh says why)
+pick=$(bash scripts/train_precision.sh $OLMO)
+read -r precision why <<<"$pick"
+echo "training precision: $precision ($why); evaluation: fp32"
+
 say data "data: the Brown corpus -> dolma2 token files (data/brown)"
 bash scripts/prepare_default_corpus.sh data/brown
 # One in-domain held-out set: the held-out documents of the 14 training categories
@@ -40,9 +48,9 @@ midtrain=$(for c in belles_lettres government hobbies learned lore news religion
 cat $midtrain > $tok/heldout_midtrain.npy.tmp && mv $tok/heldout_midtrain.npy.tmp $tok/heldout_midtrain.npy
 /usr/bin/python3 scripts/make_tasks.py --corpus data/brown --out data/brown/tasks >/dev/null
 
-s1=()
-s2=()
-s3=()
+s1=(train.precision=$precision)
+s2=(train.precision=$precision)
+s3=(train.precision=$precision)
 [ -n "${OLMO_STAGE1_STEPS:-}" ] && s1+=(train.max_steps="$OLMO_STAGE1_STEPS" eval.interval=0 ckpt.interval=0)
 [ -n "${OLMO_STAGE2_STEPS:-}" ] && s2+=(train.max_steps="$OLMO_STAGE2_STEPS" eval.interval=0 ckpt.interval=0)
 [ -n "${OLMO_STAGE3_STEPS:-}" ] && s3+=(train.max_steps="$OLMO_STAGE3_STEPS" eval.interval=0 ckpt.interval=0)
@@ -105,6 +113,12 @@ d = json.load(open("runs/brown/stage3/downstream.json"))
 print("downstream (final model):", ", ".join(
     f"{t} acc {d[f'task/{t}/acc']:.3f}" for t in ("brown_next_sentence", "copy", "arithmetic")))
 PY
+# What the model has learnt, in words: a greedy continuation by stage 2's model (the
+# pretrained and midtrained one, at the training length).
+prompt="The jury said"
+printf 'greedy sample (stage 2): %s' "$prompt"
+$OLMO generate runs/brown/stage2 --prompt "$prompt" --greedy --max-new 32 2>/dev/null | tr '\n' ' '
+echo
 echo
 echo "report:      runs/brown/report.html"
 echo "checkpoints: runs/brown/stage{1,2,3}/checkpoints (final weights: runs/brown/stage3/model.safetensors)"

@@ -9,7 +9,10 @@
 #     relative, bf16 vs autocast within 1e-2), and 1 vs 2 MPI ranks per precision with the same loss (also 2 ranks with
 #     dist.shard grads and full; 1 and 2 micro-batches
 #     per rank: the data-parallel step is bitwise the single-process one);
-#  3. --help names every option; a bad --precision is exit 2.
+#  3. --profile: a line per op family with finite ms/step, share and rate, the shares (with
+#     the rest of the step) summing to the step, and the same run: a worker's loss with
+#     profiling equals the one without it, in fp32 and bf16;
+#  4. --help names every option; a bad --precision is exit 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLMO=${OLMO_BIN:-$PWD/build/olmo}
@@ -116,9 +119,32 @@ if mpi:
 "
 echo "ok smoke: threads-scan, PyTorch (torch=$torch), ranks-scan (mpirun=$mpi)"
 
-# --- 3. help and bad input
+# --- 3. --profile
+"$OLMO" bench --config smoke --steps 2 --no-torch --precision both --profile >"$TMP/p.log" 2>&1 || { cat "$TMP/p.log"; fail "bench --profile"; }
+check "$TMP/p.log" '
+fams = ["GEMM qkv", "GEMM attn-out", "GEMM mlp up/gate", "GEMM mlp down", "LM head \\+ loss", "attention \\(fp32\\)",
+        "RMSNorm", "RoPE", "SwiGLU", "embedding", "optimizer \\(norm, clip, AdamW\\)"]
+steps = num(r"^  profile: ([0-9.]+) ms/step; rates against")
+assert len(steps) == 2 and finite(steps), f"one profile header per precision: {steps}"
+for f in fams:
+    ms = num(r"profile: +" + f + r" +([0-9.]+) ms/step +[0-9.]+% \| +[0-9.]+ (GFLOP|GB)/s +[0-9.]+% of ")
+    assert len(ms) == 2 and finite(ms), f"{f}: one finite line per precision, got {ms}"
+share = num(r"profile: +\S.*? +-?[0-9.]+ ms/step +(-?[0-9.]+)% \|")
+assert len(share) >= 2 * (len(fams) + 1), "family lines and the rest of the step"
+half = len(share) // 2
+for s in (share[:half], share[half:]):
+    assert abs(sum(s) - 100) < 0.1 * len(s), f"shares sum to {sum(s)}%, not the step"
+'
+for p in fp32 bf16; do
+  a=$("$OLMO" bench --worker smoke $p 2 4 | grep '^loss:')
+  b=$("$OLMO" bench --worker smoke $p 2 4 profile | grep '^loss:')
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$p: loss with --profile '$b' differs from without '$a'"
+done
+echo "ok --profile: every op family, shares sum to the step, the same loss with and without it"
+
+# --- 4. help and bad input
 help=$("$OLMO" bench --help)
-for o in --config --precision --steps --no-torch --threads-scan --ranks-scan --worker; do
+for o in --config --precision --steps --no-torch --threads-scan --ranks-scan --profile --worker; do
   grep -q -- "$o" <<<"$help" || fail "--help does not document $o"
 done
 rc=0; "$OLMO" bench --precision fp16 >"$TMP/bad.log" 2>&1 || rc=$?

@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "dist/dist.h"
 #include "io/params_io.h"
+#include "kernels/cpu/ops_profile.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "train/peak.h"
@@ -74,20 +75,46 @@ static const BenchConfig *find_config(const char *name) {
 }
 
 // ---- worker: one measurement in this process ---------------------------------------------
-// `olmo bench --worker CONFIG fp32|bf16 STEPS MICRO`: trains STEPS steps (after one warmup
-// step) on synthetic tokens, as rank dist_rank() of dist_world() when started by mpirun,
-// and rank 0 prints the lines of olmo_ref.py --bench: "tokens/s: ", "loss: " and
-// "peak RSS GiB: " (the largest over the ranks).
+// --profile: the op table of the worker's model timed per op family (ops_profile.h), rates
+// against the GEMM peaks of the threads' cores and a triad bandwidth measured here, after
+// peak RSS is read (its arrays are not the run's memory).
+#define TRIAD_FLOATS ((size_t)16 << 20)   // 3 arrays of 64 MiB
+static void profile_attach(Model *m) {
+    const ModelConfig *c = &m->cfg;
+    ProfileShapes s = {c->d_model, c->n_heads * c->head_dim, c->n_kv_heads * c->head_dim, c->mlp_hidden};
+    ops_profile_attach(model_backend(m), &s);
+}
+static void profile_report(int bf16, double total, int steps) {
+    int cores;
+    affinity_cpus(&cores);
+    const int threads = omp_get_max_threads(), used = threads < cores ? threads : cores;
+    CorePeak g, f;
+    core_peak(bf16, 0, &g);
+    core_peak(0, 0, &f);
+    char about[128];
+    snprintf(about, sizeof about, "triad bandwidth (3 x 64 MiB, %d thread%s)", threads, threads > 1 ? "s" : "");
+    ProfilePeaks pk = {g.per_core * used, f.per_core * used, ops_profile_triad_bandwidth(TRIAD_FLOATS, 5),
+                       bf16 ? matmul_bf16_engine() : "sgemm", about};
+    ops_profile_report(stdout, total, steps, &pk);
+}
+
+// `olmo bench --worker CONFIG fp32|bf16 STEPS MICRO [SHARD] [profile]`: trains STEPS steps (after
+// one warmup step) on synthetic tokens, as rank dist_rank() of dist_world() when started by
+// mpirun, and rank 0 prints the lines of olmo_ref.py --bench: "tokens/s: ", "loss: " and
+// "peak RSS GiB: " (the largest over the ranks), and with `profile` the "profile:" lines.
 static int worker(int argc, char **argv) {
-    if (argc != 6 && argc != 7) die_input("olmo bench --worker CONFIG fp32|bf16 STEPS MICRO [optim|grads|full]");
+    if (argc < 6 || argc > 8) die_input("olmo bench --worker CONFIG fp32|bf16 STEPS MICRO [optim|grads|full] [profile]");
     const BenchConfig *bc = find_config(argv[2]);
     const int bf16 = !strcmp(argv[3], "bf16"), steps = atoi(argv[4]), micro = atoi(argv[5]);
-    if (!bc || (!bf16 && strcmp(argv[3], "fp32")) || steps < 1 || micro < 1)
+    // the optional arguments: a dist.shard mode and/or `profile`, in that order
+    const int profile = argc > 6 && !strcmp(argv[argc - 1], "profile");
+    const char *mode = argc - profile > 6 ? argv[6] : "optim";
+    if (!bc || (!bf16 && strcmp(argv[3], "fp32")) || steps < 1 || micro < 1 || argc - profile > 7)
         die_input("olmo bench --worker: bad arguments");
     dist_init();
     const int W = dist_world(), rank = dist_rank(), T = bc->T, B = bc->batch;
     char err[256];
-    const int shard = train_shard_mode(argc == 7 ? argv[6] : "optim", 0, W, "cpu", err, sizeof err);
+    const int shard = train_shard_mode(mode, 0, W, "cpu", err, sizeof err);
     if (shard < 0) die_input("olmo bench --worker: %s", err);
     if (B % micro || (B / micro) % W)
         die_input("olmo bench --worker: %d micro-batches of %d do not split over %d ranks", B / micro, micro, W);
@@ -98,6 +125,7 @@ static int worker(int argc, char **argv) {
     model_create(&m, &cfg, micro, T);
     model_set_precision(&m, bf16 ? PRECISION_BF16 : PRECISION_FP32);
     param_init(&m.table, m.params, B_SEED);
+    if (profile) profile_attach(&m);
     TrainCore tc = {0};
     tc.model = &m;
     tc.shard_mode = (ShardMode)shard;
@@ -129,6 +157,7 @@ static int worker(int argc, char **argv) {
         double t0 = now_seconds();
         r = cpu_train_step(&tc, in + off, tg + off, B, micro, T, st + 1, NULL);
         if (st > 0) total += now_seconds() - t0;
+        if (profile && st == 0) ops_profile_reset();
     }
     double rss = (double)peak_rss_bytes(), *all = xmalloc(sizeof(double) * (size_t)W);
     dist_allgather_doubles(&rss, 1, all);
@@ -136,6 +165,7 @@ static int worker(int argc, char **argv) {
     if (rank == 0)
         printf("tokens/s: %.6g\nloss: %.8f\npeak RSS GiB: %.4f\n", (double)n * steps / total, r.loss,
                rss / (1024.0 * 1024 * 1024));
+    if (profile && rank == 0) profile_report(bf16, total, steps);
     free(all);
     free(in);
     free(tg);
@@ -148,7 +178,8 @@ static int worker(int argc, char **argv) {
 // ---- launcher -------------------------------------------------------------------------
 // tps <= 0: not measured. other_cpus: CPUs kept busy by anything but the measured process
 // tree while it ran (other processes, hypervisor steal): the figures are low when > 0.
-typedef struct { double tps, loss, rss_gib, other_cpus; char probe[512]; } Measure;
+// profile: the worker's "profile:" lines (--profile), as printed.
+typedef struct { double tps, loss, rss_gib, other_cpus; char probe[512], profile[4096]; } Measure;
 
 
 // This binary: the workers run /proc/PID/exe, the very file this process runs even if a
@@ -179,6 +210,10 @@ static Measure run_measure(const char *cmd, const char *label) {
         else if (!strncmp(line, "loss:", 5)) m.loss = atof(line + 5);
         else if (!strncmp(line, "peak RSS GiB:", 13)) m.rss_gib = atof(line + 13);
         else if (!strncmp(line, "autocast", 8)) snprintf(m.probe, sizeof m.probe, "%.*s", (int)strcspn(line, "\n"), line);
+        else if (!strncmp(line, "profile:", 8)) {
+            size_t used = strlen(m.profile);
+            snprintf(m.profile + used, sizeof m.profile - used, "  %s", line);
+        }
     }
     int rc = pclose(p);
     m.other_cpus = other_load(mark);
@@ -190,20 +225,20 @@ static Measure run_measure(const char *cmd, const char *label) {
 }
 
 // olmo.c: `threads` OpenMP threads in one process, or (ranks > 0) `ranks` processes of one
-// thread each under mpirun.
-// shard: dist.shard of a ranks > 0 measurement (optim, grads, full).
+// thread each under mpirun. shard: dist.shard of a ranks > 0 measurement (optim, grads,
+// full); profile: with the worker's per-op-family lines.
 static Measure measure_c(const BenchConfig *bc, int bf16, int steps, int micro, int threads, int ranks,
-                         const char *shard) {
+                         const char *shard, int profile) {
     char exe[4096], cmd[8192], label[128];
     self_exe(exe, sizeof exe);
     if (ranks > 0)
         snprintf(cmd, sizeof cmd,
                  "mpirun --oversubscribe --allow-run-as-root -np %d -x OMP_NUM_THREADS=1 '%s' bench --worker %s %s %d %d "
-                 "%s 2>&1",
-                 ranks, exe, bc->name, PREC[bf16], steps, micro, shard);
+                 "%s%s 2>&1",
+                 ranks, exe, bc->name, PREC[bf16], steps, micro, shard, profile ? " profile" : "");
     else
-        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' bench --worker %s %s %d %d 2>&1", threads, exe, bc->name,
-                 PREC[bf16], steps, micro);
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' bench --worker %s %s %d %d%s 2>&1", threads, exe,
+                 bc->name, PREC[bf16], steps, micro, profile ? " profile" : "");
     snprintf(label, sizeof label, "olmo.c config (%s) %s, %d %s", bc->name, PREC[bf16], ranks ? ranks : threads,
              ranks ? "rank(s)" : "thread(s)");
     return run_measure(cmd, label);
@@ -275,7 +310,7 @@ static void end_line(double other_cpus, int *busy) {
 
 static void bench_usage(void) {
     printf("usage: olmo bench [--config a|b|all|smoke] [--precision fp32|bf16|both] [--steps N] [--no-torch]\n"
-           "                  [--threads-scan] [--ranks-scan]\n"
+           "                  [--threads-scan] [--ranks-scan] [--profile]\n"
            "Training throughput on fixed configs with synthetic tokens (one warmup step, then N steps):\n"
            "  (a) %s\n  (b) %s\n  (smoke) %s\n"
            "  --config      which config (default: all = a and b)\n"
@@ -292,7 +327,12 @@ static void bench_usage(void) {
            "                and micro-batch (at most half the global batch, so it splits over 2 ranks;\n"
            "                the two losses are then bitwise equal); then 2 ranks with dist.shard grads\n"
            "                (ZeRO-2) and full (ZeRO-3), as ratios to 2 ranks ZeRO-1 (same loss)\n"
-           "  --worker CONFIG fp32|bf16 STEPS MICRO   internal: one olmo.c measurement in this\n"
+           "  --profile     per op family of the olmo.c lines (GEMMs by role, LM head + loss, attention,\n"
+           "                norms, RoPE, SwiGLU, embedding, optimizer, copies; the rest of the step is\n"
+           "                gradient accumulation and reduction): ms/step, share of the step, and model\n"
+           "                GFLOP/s against the GEMM peak (attention: the fp32 sgemm peak) or GB/s of its\n"
+           "                minimal traffic against a triad bandwidth measured in the same process\n"
+           "  --worker CONFIG fp32|bf16 STEPS MICRO [SHARD] [profile]   internal: one olmo.c measurement in this\n"
            "                process (bench starts one per line, directly or under mpirun)\n"
            "Threads: OMP_NUM_THREADS (default: all cores). Each olmo.c line is a fresh process (its own\n"
            "peak RSS). MFU: OLMo-core FLOP count against the per-core GEMM peak of the same precision\n"
@@ -310,7 +350,7 @@ static void bench_usage(void) {
 // What the measurements of one `olmo bench` share.
 typedef struct {
     int want[2];            // precisions measured: fp32, bf16
-    int steps, threads, tscan;
+    int steps, threads, tscan, profile;
     const char *eng[2];     // the GEMM engine of each precision
     double peak[2];         // MFU's ceiling per precision (FLOP/s of the threads' cores)
     char width[32], width1[32];
@@ -321,7 +361,7 @@ typedef struct {
 static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
     for (int p = 0; p < 2; p++) {
         if (!b->want[p]) continue;
-        mc[p] = measure_c(bc, p, b->steps, bc->micro, b->threads, 0, NULL);
+        mc[p] = measure_c(bc, p, b->steps, bc->micro, b->threads, 0, NULL, b->profile);
         if (mc[p].tps <= 0) { b->failed = 1; continue; }
         ModelConfig cfg = bc->cfg;
         model_config_derive(&cfg);
@@ -331,8 +371,9 @@ static void bench_olmo(Bench *b, const BenchConfig *bc, Measure mc[2]) {
         printf(" | MFU %5.1f%% of %s peak | peak RSS %.2f GiB | loss %.4f", 100 * mfu, PREC[p], mc[p].rss_gib,
                mc[p].loss);
         end_line(mc[p].other_cpus, &b->busy);
+        fputs(mc[p].profile, stdout);
         if (b->tscan && b->threads > 1) {
-            Measure m1 = measure_c(bc, p, b->steps, bc->micro, 1, 0, NULL);
+            Measure m1 = measure_c(bc, p, b->steps, bc->micro, 1, 0, NULL, 0);
             if (m1.tps <= 0) { b->failed = 1; continue; }
             print_c(PREC[p], b->eng[p], b->width1, 11, m1.tps);
             printf(" | %d threads / 1 thread = %.2fx", b->threads, mc[p].tps / m1.tps);
@@ -384,7 +425,7 @@ static void bench_ranks(Bench *b, const BenchConfig *bc) {
         for (int w = 0; w < 2; w++) {
             char lab[32];
             snprintf(lab, sizeof lab, "%d rank%s x 1 thread:", w + 1, w ? "s" : "");
-            mr[w] = measure_c(bc, p, b->steps, micro, 1, w + 1, "optim");
+            mr[w] = measure_c(bc, p, b->steps, micro, 1, w + 1, "optim", 0);
             if (mr[w].tps <= 0) { b->failed = 1; break; }
             print_c(PREC[p], b->eng[p], lab, 19, mr[w].tps);
             printf(" | peak RSS %.2f GiB/rank | loss %.4f", mr[w].rss_gib, mr[w].loss);
@@ -395,7 +436,7 @@ static void bench_ranks(Bench *b, const BenchConfig *bc) {
         // dist.shard grads and full at 2 ranks, against ZeRO-1 (the line above) in this run
         static const char *MODES[2] = {"grads", "full"}, *LABELS[2] = {"2 ranks ZeRO-2:", "2 ranks ZeRO-3:"};
         for (int k = 0; k < 2; k++) {
-            Measure ms = measure_c(bc, p, b->steps, micro, 1, 2, MODES[k]);
+            Measure ms = measure_c(bc, p, b->steps, micro, 1, 2, MODES[k], 0);
             if (ms.tps <= 0) { b->failed = 1; break; }
             print_c(PREC[p], b->eng[p], LABELS[k], 19, ms.tps);
             printf(" | peak RSS %.2f GiB/rank | loss %.4f | %s / ZeRO-1 = %.2fx", ms.rss_gib, ms.loss, MODES[k],
@@ -438,7 +479,7 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     const char *which = "all", *prec = "both";
-    int steps = 3, torch = 1, tscan = 0, rscan = 0;
+    int steps = 3, torch = 1, tscan = 0, rscan = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) prec = argv[++i];
@@ -446,12 +487,13 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-torch")) torch = 0;
         else if (!strcmp(argv[i], "--threads-scan")) tscan = 1;
         else if (!strcmp(argv[i], "--ranks-scan")) rscan = 1;
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else die_input("olmo bench: unknown argument '%s' (see --help)", argv[i]);
     }
     if (steps < 1) die_input("olmo bench: --steps must be >= 1");
     if (strcmp(which, "all") && !find_config(which)) die_input("olmo bench: --config must be a, b, all or smoke");
     Bench b = {.want = {!strcmp(prec, "fp32") || !strcmp(prec, "both"), !strcmp(prec, "bf16") || !strcmp(prec, "both")},
-               .steps = steps, .tscan = tscan, .width1 = "1 thread:"};
+               .steps = steps, .tscan = tscan, .profile = profile, .width1 = "1 thread:"};
     if (!b.want[0] && !b.want[1]) die_input("olmo bench: --precision must be fp32, bf16 or both");
 #ifndef OLMO_MPI
     if (rscan) die_input("olmo bench: --ranks-scan needs a binary built with MPI (make MPI=1)");
