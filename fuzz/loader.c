@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     nmaps = 0;
     FZ_TRY {
         L = loader_create(&c);
-        int per = c.global_batch / c.world_size;
+        int per = (int)loader_rank_instances(L);   // this rank's block (uneven when W does not divide it)
         int32_t *in = malloc(sizeof(int32_t) * (size_t)per * (size_t)c.seq_len);
         int32_t *tg = malloc(sizeof(int32_t) * (size_t)per * (size_t)c.seq_len);
         for (int b = 0; b < 3; b++) loader_next_batch(L, in, tg);

@@ -22,6 +22,7 @@
 #include "model/graph.h"
 #include "model/model.h"
 #include "util/common.h"
+#include "util/blas_core.h"
 
 // ||a - ref||_2 / ||ref||_2 over n floats (the tolerance's measure); *maxrel gets the larger
 // of itself and max |a - ref| / max |ref| (printed too); *bitwise cleared on any difference.
@@ -41,6 +42,7 @@ static double rel(const float *a, const float *ref, size_t n, int *bitwise, doub
 }
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);   // every program of the suite runs the one OpenBLAS core (test_blas_core)
     if (argc != 6) {
         fprintf(stderr, "usage: mpirun -np C tool_cp_exact T B HEAD_STRIDE YARN TOL\n");
         return 2;

@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "data/pyrandom.h"
+#include "util/blas_core.h"
 
 int main(int argc, char **argv) {
+    blas_core_init(argv);   // every program of the suite runs the one OpenBLAS core (test_blas_core)
     if (argc == 4 && !strcmp(argv[1], "shuffle")) {
         uint64_t n = strtoull(argv[3], NULL, 0);
         uint32_t *x = malloc((n ? n : 1) * sizeof *x);
