@@ -105,29 +105,24 @@ echo "ok C=2 bitwise at 1 and 2 threads per rank"
 # 3. resume across C: C = 2 to step 5, then C = 1 to step 10: the loader continues where
 # the C = 2 run stopped (no alarm: no gap, no repeat), ending in the same loader state, and
 # steps 6-10 match the uninterrupted runs as closely as C = 2 matches C = 1.
-d=$TMP/c2to1
-cptrain 2 $d dist.context_parallel=2 train.stop_at=5 || fail "C=2 stop: $(tail -20 $d.log)"
-cptrain 1 $d || fail "resume C=1: $(tail -5 $d.log)"
-grep -q "saved by 2 ranks, now 1" $d.log || fail "C=1 did not resume from the C=2 checkpoint: $(grep -i resum $d.log)"
-grep -q "loader alarm" $d.log && fail "C=2 -> C=1 loader alarm: $(grep 'loader alarm' $d.log)"
-$PY - $TMP/c1 $d <<'PY' || fail "C=2 -> C=1: another loader state than C=1's"
+# resume_c1 DIR W WHAT: C = 2 on 2 ranks to step 5, then C = 1 on W ranks to step 10
+resume_c1() {
+  local d=$1 w=$2 what=$3
+  cptrain 2 $d dist.context_parallel=2 train.stop_at=5 || fail "C=2 stop: $(tail -20 $d.log)"
+  cptrain $w $d || fail "resume $what: $(tail -20 $d.log)"
+  [ $w = 1 ] && { grep -q "saved by 2 ranks, now 1" $d.log || fail "$what did not resume from the C=2 checkpoint"; }
+  grep -q "loader alarm" $d.log && fail "C=2 -> $what loader alarm: $(grep 'loader alarm' $d.log)"
+  $PY - $TMP/c1 $d <<'PY' || fail "C=2 -> $what: another loader state than C=1's"
 import json, sys
 st = [json.load(open(f'{r}/checkpoints/step-00000010/train_state.json'))['loader'] for r in sys.argv[1:]]
 assert st[0] == st[1], st
 PY
-runs_close $TMP/c1 $d $TMP/m1 2 || fail "C=2 -> C=1 beyond 2x the reordering floor of C=1"
+  runs_close $TMP/c1 $d $TMP/m1 2 || fail "C=2 -> $what beyond 2x the reordering floor of C=1"
+}
+resume_c1 $TMP/c2to1 1 "C=1"
 echo "ok resume C=2 -> C=1 (the same samples)"
 # the same W: C = 2 on 2 ranks, then C = 1 on 2 ranks (data parallel)
-d=$TMP/c2to1w2
-cptrain 2 $d dist.context_parallel=2 train.stop_at=5 || fail "C=2 stop: $(tail -20 $d.log)"
-cptrain 2 $d || fail "resume C=1 W=2: $(tail -20 $d.log)"
-grep -q "loader alarm" $d.log && fail "C=2 -> C=1 (W=2) loader alarm: $(grep 'loader alarm' $d.log)"
-$PY - $TMP/c1 $d <<'PY' || fail "C=2 -> C=1 (W=2): another loader state than C=1's"
-import json, sys
-st = [json.load(open(f'{r}/checkpoints/step-00000010/train_state.json'))['loader'] for r in sys.argv[1:]]
-assert st[0] == st[1], st
-PY
-runs_close $TMP/c1 $d $TMP/m1 2 || fail "C=2 -> C=1 (W=2) beyond 2x the reordering floor of C=1"
+resume_c1 $TMP/c2to1w2 2 "C=1 W=2"
 echo "ok resume C=2 -> C=1 at the same world size 2"
 
 # 4. refused: exit 2, nothing written

@@ -52,11 +52,16 @@ static void print_banner(Run *u, const JobCores *jc) {
                  jc->cpus);
     // Micro-batches per rank (per context-parallel group): "4", or for an uneven split
     // "2-3 ... (uneven: ranks 0-4 take 3)".
-    const int G = W / u->C, M = u->GB / u->MB, extra = M % G, most = M / G + (extra > 0);
+    // (the split is loader_rank_block's: the first groups take the extra micro-batches)
+    const int G = W / u->C, M = u->GB / u->MB;
+    int first, most, fewest;
+    loader_rank_block(M, G, 0, &first, &most);
+    loader_rank_block(M, G, G - 1, &first, &fewest);
+    const int extra = M - fewest * G;   // groups with one more
     char micro[96], uneven[96] = "";
-    if (extra) {
+    if (most != fewest) {
         const char *who = u->C > 1 ? "group" : "rank";
-        snprintf(micro, sizeof micro, "%d-%d", M / G, most);
+        snprintf(micro, sizeof micro, "%d-%d", fewest, most);
         if (extra == 1) snprintf(uneven, sizeof uneven, " (uneven: %s 0 takes %d)", who, most);
         else snprintf(uneven, sizeof uneven, " (uneven: %ss 0-%d take %d)", who, extra - 1, most);
     } else {
