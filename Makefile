@@ -121,7 +121,7 @@ $(BUILD)/%.cu.o: %.cu
 
 $(BUILD)/tests/cuemu/%.o: tests/cuemu/%.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -Itests/cuemu/include -Itests/cuemu $(MPI_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CXX) -std=c++17 -O2 -g -fopenmp -Wall -Wextra -Wno-unused-parameter -Itests/cuemu/include -Itests/cuemu $(MPI_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

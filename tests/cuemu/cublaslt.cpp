@@ -46,6 +46,23 @@ static cublasStatus_t bad(const char *fmt, ...) {
     return CUBLAS_STATUS_INVALID_VALUE;
 }
 
+// out (m x n, column-major, ld ldo) = al op(A) op(B). A multi-threaded OpenBLAS sgemm tiles
+// its output by thread count (src/kernels/cpu/matmul.c), and in this emulation the calling
+// thread's thread count is OMP_NUM_THREADS: the device's bits then changed with the host's
+// setting, which a real cuBLASLt (one algorithm per shape) never does. So: fixed blocks of
+// 64 columns, each a single-threaded sgemm (OpenBLAS runs one thread inside a parallel region).
+static void product(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, uint64_t m, uint64_t n, uint64_t k, float al,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float *out, int64_t ldo) {
+    const long nb = (long)((n + 63) / 64);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long j = 0; j < nb; j++) {
+        const uint64_t j0 = (uint64_t)j * 64, w = n - j0 < 64 ? n - j0 : 64;
+        const float *bj = tb == CblasNoTrans ? b + j0 * ldb : b + j0;   // op(B)'s column j0
+        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)w, (int)k, al, a, (int)lda, bj, (int)ldb, 0.0f, out + j0 * ldo,
+                    (int)ldo);
+    }
+}
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) { cudaGetLastError(); return CUBLAS_STATUS_NOT_INITIALIZED; }
@@ -213,23 +230,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     const float *a32 = widen(A, adesc, abuf), *b32 = widen(B, bdesc, bbuf);
     const CBLAS_TRANSPOSE ta = op->ta ? CblasTrans : CblasNoTrans, tb = op->tb ? CblasTrans : CblasNoTrans;
     if (ddesc->type == CUDA_R_32F && be == 0.0f) {
-        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32, (int)bdesc->ld, 0.0f,
-                    (float *)D, (int)ddesc->ld);
+        product(ta, tb, m, n, k, al, a32, adesc->ld, b32, bdesc->ld, (float *)D, ddesc->ld);
     } else if (ddesc->type == CUDA_R_32F) {
         // cuBLAS's epilogue: the product accumulated on its own, then D = alpha acc + beta C
         // once per element (sgemm with beta = 1 would add C into its partial sums: another
         // rounding, and in-place micro-batch accumulation would no longer be g1 + g2)
         std::vector<float> acc((size_t)m * n);
-        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32, (int)bdesc->ld, 0.0f,
-                    acc.data(), (int)m);
+        product(ta, tb, m, n, k, al, a32, adesc->ld, b32, bdesc->ld, acc.data(), m);
         const float *c = (const float *)C;
         float *d = (float *)D;
         for (uint64_t j = 0; j < n; j++)
             for (uint64_t i = 0; i < m; i++) d[j * ddesc->ld + i] = acc[j * m + i] + be * c[j * cdesc->ld + i];
     } else {
         std::vector<float> acc((size_t)m * n);
-        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al, a32, (int)adesc->ld, b32,
-                    (int)bdesc->ld, 0.0f, acc.data(), (int)m);
+        product(ta, tb, m, n, k, al, a32, adesc->ld, b32, bdesc->ld, acc.data(), m);
         const __nv_bfloat16 *c = (const __nv_bfloat16 *)C;
         __nv_bfloat16 *d = (__nv_bfloat16 *)D;
         for (uint64_t j = 0; j < n; j++)
