@@ -30,6 +30,7 @@ typedef struct {
     float *host_grad;   // host-MPI: this rank's summed gradient, downloaded (table.total)
     float *stage;       // NCCL checkpoints: this rank's part of one tensor (largest tensor)
     size_t lo, hi;      // the device's optimizer range
+    int shard;          // dist.shard on the devices (fsdp_cuda.cu): 0 ZeRO-1, 1 grads, 2 full
     int recompute;      // activation recompute on
     char recompute_why[160];
 } CudaBackend;
@@ -129,7 +130,7 @@ static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B
         return;
     }
     CudaMemPlan plan;
-    cuda_mem_plan(&m->cfg, &m->table, max_B, max_T, bf16, 0, c->lo, c->hi, &plan);
+    cuda_mem_plan_shard(&m->cfg, &m->table, max_B, max_T, bf16, 0, c->shard, c->lo, c->hi, &plan);
     double fr = (double)cuda_device_free_bytes();
     c->recompute = fr > 0 && plan.total > 0.95 * fr;
     snprintf(c->recompute_why, sizeof c->recompute_why, "auto: %.1f GiB planned without it, %.1f GiB free",
@@ -145,8 +146,18 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     const Model *m = tc->model;
     const int bf16 = prec == PRECISION_BF16;
     place_ranks(c, tc);
+    // dist.shard grads/full: NCCL's collectives on the devices; one GPU has nothing to shard.
+    if (tc->dev_shard != SHARD_OPTIM && c->hostmpi) {
+        snprintf(err, errlen, "dist.shard: %s on train.backend: cuda needs NCCL (%s): use dist.shard: optim",
+                 tc->dev_shard == SHARD_FULL ? "full" : "grads",
+                 cuda_nccl_built() ? "OLMO_CUDA_NCCL=0 chose the host-MPI fallback" : "this binary was built without it");
+        cuda_destroy(be);
+        return NULL;
+    }
+    c->shard = c->nccl ? (int)tc->dev_shard : 0;
     choose_recompute(c, m, bf16, max_B, max_T, recompute);
-    c->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->lo, c->hi, err, errlen);
+    c->cm = cuda_model_create_shard(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->shard, c->lo, c->hi, err,
+                                    errlen);
     // All ranks fail together (a rank out of memory must not leave the others waiting in
     // the NCCL set-up below).
     const int failed = c->cm == NULL;
@@ -178,7 +189,9 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
     snprintf(out, outlen, "backend: cuda, %s, %s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
              be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
                                         : "fp32 throughout",
-             c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
+             c->shard == 2 ? ", NCCL dist.shard full (ZeRO-3: master, Adam, gradient sharded; weights gathered per part)"
+             : c->shard == 1 ? ", NCCL dist.shard grads (ZeRO-2: master, Adam, gradient sharded)"
+             : c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
                      : c->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",
              c->recompute ? "on" : "off", c->recompute_why, cuda_model_bytes(c->cm) / 1073741824.0);
 }
