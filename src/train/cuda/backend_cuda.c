@@ -198,6 +198,9 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
 
 static int cuda_devices(void) { return cuda_device_count(NULL, 0); }
 
+// Every device buffer is allocated once at create (model.cu), so what it holds is its peak.
+static double cuda_device_bytes(const Backend *be) { return (double)cuda_model_bytes(((const CudaBackend *)be)->cm); }
+
 static double cuda_device_peak(Precision prec, const char **source) {
     const int bf16 = prec == PRECISION_BF16;
     *source = bf16 ? "H100/H200 SXM dense bf16 datasheet; perf.peak_flops overrides"
@@ -304,4 +307,5 @@ const BackendIface backend_cuda = {
     .sync_to_host = cuda_sync_to_host,
     .sync_from_host = cuda_sync_from_host,
     .forward_backward = cuda_fb,
+    .device_bytes = cuda_device_bytes,
 };
