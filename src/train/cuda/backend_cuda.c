@@ -53,7 +53,8 @@ static void cu_reduce(StepDevice *d) {
     if (((CudaBackend *)d->ctx)->nccl) cuda_grad_reduce(dev_cm(d));
 }
 static void cu_allgather(StepDevice *d) {
-    if (((CudaBackend *)d->ctx)->nccl) cuda_params_allgather(dev_cm(d));
+    const CudaBackend *c = d->ctx;
+    if (c->nccl || c->shard) cuda_params_allgather(dev_cm(d));   // dist.shard, one GPU: the norm copy
 }
 
 static const StepDeviceOps cuda_step_ops = {
@@ -146,7 +147,8 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     const Model *m = tc->model;
     const int bf16 = prec == PRECISION_BF16;
     place_ranks(c, tc);
-    // dist.shard grads/full: NCCL's collectives on the devices; one GPU has nothing to shard.
+    // dist.shard grads/full: NCCL's collectives on the devices; one GPU runs the same parts
+    // with the whole table as its shard (no communicator: the local copies only).
     if (tc->dev_shard != SHARD_OPTIM && c->hostmpi) {
         snprintf(err, errlen, "dist.shard: %s on train.backend: cuda needs NCCL (%s): use dist.shard: optim",
                  tc->dev_shard == SHARD_FULL ? "full" : "grads",
@@ -154,7 +156,7 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
         cuda_destroy(be);
         return NULL;
     }
-    c->shard = c->nccl ? (int)tc->dev_shard : 0;
+    c->shard = c->nccl || tc->world == 1 ? (int)tc->dev_shard : 0;
     choose_recompute(c, m, bf16, max_B, max_T, recompute);
     c->cm = cuda_model_create_shard(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->shard, c->lo, c->hi, err,
                                     errlen);
@@ -189,7 +191,9 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
     snprintf(out, outlen, "backend: cuda, %s, %s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
              be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
                                         : "fp32 throughout",
-             c->shard == 2 ? ", NCCL dist.shard full (ZeRO-3: master, Adam, gradient sharded; weights gathered per part)"
+             c->shard && !c->nccl ? (c->shard == 2 ? ", dist.shard full on one GPU (weights and gradient part by part)"
+                                                   : ", dist.shard grads on one GPU (gradient part by part)")
+             : c->shard == 2 ? ", NCCL dist.shard full (ZeRO-3: master, Adam, gradient sharded; weights gathered per part)"
              : c->shard == 1 ? ", NCCL dist.shard grads (ZeRO-2: master, Adam, gradient sharded)"
              : c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
                      : c->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",

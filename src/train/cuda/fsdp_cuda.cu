@@ -20,6 +20,8 @@
 //   compute stream recorded after the last kernel reading it. The norm weights stay whole in
 //   fp32 on every rank (normf, all-gathered after each step, as ZeRO-1 in bf16 does). The
 //   backward gathers each block again (the recompute reads it too).
+// One GPU (world 1, no communicator) runs the same parts, buffers, streams and events with
+// only the local copies: the first real-GPU check of this code (scripts/gpu-check.sh).
 // Only one collective is in flight per communicator at a time: a gradient reduce first waits
 // for the gather in flight, so the two streams never run NCCL kernels of one communicator
 // concurrently (which real NCCL does not order).
@@ -106,7 +108,8 @@ static void pieces_of(const CudaModel *b, char *base, size_t a, size_t e, size_t
 // ---- weights (full) ----------------------------------------------------------------------
 static void wait_inflight(CudaShard *s) {
     if (s->inflight < 0) return;
-    nccl_stream_wait(s->b->comm, s->cst, "the weight all-gather");
+    if (s->b->comm) nccl_stream_wait(s->b->comm, s->cst, "the weight all-gather");
+    else CUDA_CHECK(cudaStreamSynchronize(s->cst));
     s->inflight = -1;
 }
 
@@ -121,9 +124,11 @@ static void post(CudaShard *s, int i, int k) {
     if (a < e)
         CUDA_CHECK(cudaMemcpyAsync(s->slot[k] + (a - s->lo[i]) * s->wsz, mine + (a - b->olo) * s->wsz,
                                    (e - a) * s->wsz, cudaMemcpyDeviceToDevice, s->cst));
-    std::vector<NcclPiece> p;
-    pieces_of(b, s->slot[k], s->lo[i], s->hi[i], s->wsz, b->is_bf16 ? DT_BF16 : DT_F32, &p);
-    nccl_broadcast_pieces_async(b->comm, s->cst, p.data(), (int)p.size());
+    if (b->comm) {
+        std::vector<NcclPiece> p;
+        pieces_of(b, s->slot[k], s->lo[i], s->hi[i], s->wsz, b->is_bf16 ? DT_BF16 : DT_F32, &p);
+        nccl_broadcast_pieces_async(b->comm, s->cst, p.data(), (int)p.size());
+    }
     s->holds[k] = i;
     s->inflight = k;
 }
@@ -157,10 +162,12 @@ void shard_weights(void *ctx, int part, int next) {
 static void reduce_part(CudaShard *s) {
     CudaModel *b = s->b;
     const int i = s->gcur;
-    std::vector<NcclPiece> p;
-    pieces_of(b, (char *)s->gpart, s->lo[i], s->hi[i], 4, DT_F32, &p);
-    if (s->slot[0]) wait_inflight(s);   // one collective in flight per communicator
-    nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce-scatter");
+    if (b->comm) {
+        std::vector<NcclPiece> p;
+        pieces_of(b, (char *)s->gpart, s->lo[i], s->hi[i], 4, DT_F32, &p);
+        if (s->slot[0]) wait_inflight(s);   // one collective in flight per communicator
+        nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce-scatter");
+    }
     const size_t a = s->lo[i] > b->olo ? s->lo[i] : b->olo, e = s->hi[i] < b->ohi ? s->hi[i] : b->ohi;
     if (a >= e) return;
     float *dst = s->gsh + (a - b->olo);

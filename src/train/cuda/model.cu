@@ -345,6 +345,7 @@ void cuda_grad_reduce(CudaModel *b) {
 // master keeps them in fp32 on every rank).
 void cuda_params_allgather(CudaModel *b) {
     norms_refresh(b);
+    if (!b->comm) return;   // dist.shard on one GPU: only the norm copy to refresh
     const DType wt = b->is_bf16 ? DT_BF16 : DT_F32;
     std::vector<NcclPiece> p;
     for (int r = 0; r < b->world && b->shard != 2; r++)   // full: weights are gathered part by part
