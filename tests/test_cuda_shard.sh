@@ -107,34 +107,7 @@ same_metrics "$TMP/u" "$TMP/s2" 5e-2
 echo "full W=2 checkpoint: resumed in full bitwise, in optim within 5e-2"
 
 # A lost peer: rank 1 stopped (the bounded wait names it) or killed.
-rank_pid() {
-  local p
-  for p in $(pgrep -f "train.run_dir=$2( |$)"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
-  done
-}
-lost_peer() {   # lost_peer SIGNAL WANT-REGEX
-  local sig=$1 want=$2 d="$TMP/lost-$1" rc=0 t0 pid=""
-  OLMO_NCCL_TIMEOUT=5 mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 -x OLMO_NCCL_TIMEOUT -x CUEMU_DEVICES \
-    "$OLMO" train "$TMP/r.yml" train.run_dir="$d" train.max_steps=200 ckpt.interval=0 train.backend=cuda dist.shard=full \
-    train.log_every=1 >"$d.log" 2>&1 &
-  local job=$!
-  for _ in $(seq 600); do grep -q "step *2" "$d.log" 2>/dev/null && break; sleep 0.2; done
-  for _ in $(seq 50); do pid=$(rank_pid 1 "$d"); [ -n "$pid" ] && break; sleep 0.1; done
-  [ -n "$pid" ] || { cat "$d.log"; fail "lost peer ($sig): rank 1 not found"; }
-  t0=$(date +%s)
-  kill -"$sig" "$pid"
-  ( sleep 60; kill -KILL "$pid" 2>/dev/null ) &
-  local guard=$!
-  wait $job || rc=$?
-  kill "$guard" 2>/dev/null || true
-  kill -KILL "$pid" 2>/dev/null || true
-  local took=$(( $(date +%s) - t0 ))
-  [ $rc != 0 ] || { cat "$d.log"; fail "lost peer ($sig): the job exited 0"; }
-  [ $took -le 45 ] || { cat "$d.log"; fail "lost peer ($sig): the job took $took s to end"; }
-  grep -Eq "$want" "$d.log" || { cat "$d.log"; fail "lost peer ($sig): no message matching '$want'"; }
-  echo "lost peer ($sig to rank 1, full): the job ended in $took s (exit $rc): $(grep -Eo "$want" "$d.log" | head -1)"
-}
-lost_peer STOP "the (weight all-gather|gradient reduce-scatter) did not complete within 5 s on rank 0 of 2"
-lost_peer KILL "rank 1 .*(exited on signal 9|Killed)|peer rank 1"
+source "$(dirname "$0")/nccl_lib.sh"
+lost_peer STOP "the (weight all-gather|gradient reduce-scatter) did not complete within 5 s on rank 0 of 2" dist.shard=full
+lost_peer KILL "rank 1 .*(exited on signal 9|Killed)|peer rank 1" dist.shard=full
 echo "test_cuda_shard.sh: all checks passed"
