@@ -5,7 +5,8 @@
 // flat layout (model/params.h): one fp32 gradient buffer (micro-batches accumulate into it
 // in place), a bf16 copy of all weights for the GEMMs (bf16 mode; the fp32 mode computes
 // everything in fp32), fp32 master weights and Adam m, v for the range this device
-// optimizes (all of it on one GPU, its ZeRO-1 shard under NCCL), an fp32 residual stream
+// optimizes (all of it on one GPU, its ZeRO-1 shard under NCCL; dist.shard grads/full
+// shard the gradient and, full, the weights too: fsdp_cuda.cu), an fp32 residual stream
 // and bf16 (or fp32) activations. The device calls themselves are private to the backend
 // (cuda_model.h, implemented in model.cu, compiled only when nvcc is found: OLMO_CUDA).
 #ifndef OLMO_CUDA_BACKEND_H
@@ -58,7 +59,7 @@ size_t cuda_state_bytes(const CudaStateSizes *s);
 typedef struct {
     double weights;      // bf16 compute copy of the whole table (bf16 mode; 0 in fp32 mode)
     double master;       // fp32 master weights: the whole table, or the shard (bf16 + NCCL)
-    double grad;         // the one fp32 gradient buffer (whole table)
+    double grad;         // the one fp32 gradient buffer (whole table; dist.shard: the shard + one part)
     double adam;         // fp32 m + v of the optimizer range
     double norms;        // fp32 norm weights of the whole model (bf16 with a sharded master)
     double activations;  // the graph's buffers (graph_plan_bytes): saved activations, backward scratch, tables
