@@ -29,6 +29,9 @@
 #                class of bug the CPU emulation cannot show) and memcheck, appended to
 #                test_cuda.log                                                     35 s
 #   test_cuda_sh checkpoints across backends (CPU -> GPU -> CPU), GPU determinism  55 s
+#   shard_w1     tests/test_cuda_shard.sh on one GPU: dist.shard grads and full (the part
+#                buffers, gather stream, events) bitwise vs the unsharded step, appended
+#                to test_cuda_sh.log                                               30 s
 #   hf_compare   our logits (CPU, GPU fp32, GPU bf16) vs HF transformers Olmo3, then
 #                YaRN (CPU logits, full layers only) vs HF's Olmo3 YaRN: one HF_YARN line
 #                (match | HF applies YaRN to all layers, the known transformers
@@ -204,6 +207,12 @@ fi
 run test_cuda_sh 55 bash tests/test_cuda.sh
 noskip test_cuda_sh
 excerpt test_cuda_sh "continue|determinism|FAIL|passed|SKIP|mismatch|step |error" 12
+# dist.shard grads/full on one GPU (tests/test_cuda_shard.sh's W = 1 part; the binaries are
+# MPI=0, so its multi-rank part says SKIP): the part buffers, the gather stream and its
+# events on a real device, bitwise against the unsharded step; appended to test_cuda_sh.log
+{ echo; echo "==== test_cuda_shard.sh (shard_w1)"; } >>"$OUT/test_cuda_sh.log"
+APPEND=1 LOG=test_cuda_sh run shard_w1 30 bash tests/test_cuda_shard.sh
+excerpt test_cuda_sh "one GPU: dist.shard|W=1 .*(failed|!=)|test_cuda_shard.sh: all" 4
 WORK=$(mktemp -d)
 run hf_compare 40 python3 scripts/gpu_hf_compare.py --olmo "$BIN/olmo" --test-cuda "$TC" --work "$WORK/hf"
 excerpt hf_compare "rel-to-max|HF_COMPARE|HF_YARN|rotary|Error|error" 14

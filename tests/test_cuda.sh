@@ -147,36 +147,7 @@ if [ "${OLMO_TEST_NCCL_RANKS:-0}" -ge 2 ] && command -v mpirun >/dev/null && ldd
     same_metrics "$TMP/n1-$prec" "$TMP/n2-$prec" $tol
     echo "NCCL ZeRO-1 ($prec): W=2 twice bitwise identical, within $tol of W=1"
   done
-  # A lost peer ends the job within a bounded time, and the error names it. rank_pid R
-  # DIR: the pid of rank R of the mpirun job training into DIR.
-  rank_pid() {
-    local p
-    for p in $(pgrep -f "train.run_dir=$2( |$)"); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
-    done
-  }
-  lost_peer() {   # lost_peer SIGNAL WANT-REGEX: signal rank 1 once step 2 is logged
-    local sig=$1 want=$2 d="$TMP/lost-$1" rc=0 t0 pid=""
-    OLMO_NCCL_TIMEOUT=5 mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 -x OLMO_NCCL_TIMEOUT "$OLMO" \
-      train "$TMP/r.yml" train.run_dir="$d" train.max_steps=200 ckpt.interval=0 train.backend=cuda train.log_every=1 >"$d.log" 2>&1 &
-    local job=$!
-    for _ in $(seq 600); do grep -q "step *2" "$d.log" 2>/dev/null && break; sleep 0.2; done
-    for _ in $(seq 50); do pid=$(rank_pid 1 "$d"); [ -n "$pid" ] && break; sleep 0.1; done
-    [ -n "$pid" ] || { cat "$d.log"; fail "lost peer ($sig): rank 1 not found"; }
-    t0=$(date +%s)
-    kill -"$sig" "$pid"
-    # a stopped rank never dies by itself: free it once rank 0 has given up
-    ( sleep 60; kill -KILL "$pid" 2>/dev/null ) &
-    local guard=$!
-    wait $job || rc=$?
-    kill "$guard" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-    local took=$(( $(date +%s) - t0 ))
-    [ $rc != 0 ] || { cat "$d.log"; fail "lost peer ($sig): the job exited 0"; }
-    [ $took -le 45 ] || { cat "$d.log"; fail "lost peer ($sig): the job took $took s to end"; }
-    grep -Eq "$want" "$d.log" || { cat "$d.log"; fail "lost peer ($sig): no message matching '$want'"; }
-    echo "lost peer ($sig to rank 1): the job ended in $took s (exit $rc): $(grep -Eo "$want" "$d.log" | head -1)"
-  }
+  source "$(dirname "$0")/nccl_lib.sh"   # rank_pid, lost_peer
   lost_peer KILL "rank 1 .*(exited on signal 9|Killed)|peer rank 1"
   lost_peer STOP "did not complete within 5 s on rank 0 of 2"
   if grep -q "cuemu emulated" "$TMP/lost-STOP.log"; then   # the emulated NCCL says whom it waited for

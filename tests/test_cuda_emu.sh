@@ -19,7 +19,9 @@
 #      order (CUEMU_ORDER);
 #   2. tests/test_cuda.sh with the emulated binary: train.backend=cuda training, resume
 #      CPU -> CUDA and CUDA -> CPU, determinism, in-loop device evaluation, host-MPI data
-#      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer).
+#      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer);
+#   3. tests/test_cuda_shard.sh: dist.shard grads and full over NCCL on 2 and 4 emulated
+#      devices (parity with the CPU, bitwise run to run and with ZeRO-1, a lost peer).
 # The measured time of this test is in the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,4 +50,6 @@ done
 t1=$(date +%s)
 OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=2 OLMO_TEST_NCCL_RANKS=2 bash tests/test_cuda.sh
 t2=$(date +%s)
-echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s"
+OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=4 OLMO_TEST_NCCL_RANKS=4 bash tests/test_cuda_shard.sh
+t3=$(date +%s)
+echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s, test_cuda_shard.sh $((t3 - t2)) s"

@@ -11,7 +11,7 @@
 #  3. Elastic across modes and world sizes: full at W = 2 stopped at step 2, resumed as
 #     optim at W = 4 and stopped at step 4, then W = 1 to step 6: bitwise the uninterrupted run.
 #  4. Bad settings exit 2 with nothing written, naming the key: a shard group that does not
-#     divide W, full or grads shard on the cuda backend (no such collectives there).
+#     divide W, HSDP groups on the cuda backend (its NCCL shards span all ranks).
 #  6. (run before 5) a rank killed during a full-shard checkpoint write: see below.
 #  5. `olmo info --backend cuda --shard full`: the per-GPU plan, its lines consistent with the
 #     shard and part sizes; the 32B on 64 x 80 GB and the 7B on 8 x 80 GB fit with recompute.
@@ -94,8 +94,7 @@ refused() {   # refused W WHAT PATTERN key=value...
   echo "ok refused ($what): $(grep -m1 'olmo: error' $TMP/bad.log)"
 }
 refused 4 "group 3 of 4" "dist.shard_group 3 does not divide the world size 4" dist.shard_group=3
-refused 2 "full on cuda" "dist.shard: full needs collectives the cuda backend does not have" dist.shard=full train.backend=cuda
-refused 2 "grads on cuda" "dist.shard: grads needs collectives the cuda backend does not have" dist.shard=grads train.backend=cuda
+refused 2 "HSDP on cuda" "dist.shard_group 1: HSDP is not built on train.backend: cuda" dist.shard=full dist.shard_group=1 train.backend=cuda
 refused 1 "unknown mode" "dist.shard must be optim, grads or full, got 'zero3'" dist.shard=zero3
 refused 3 "full, uneven blocks" "dist.shard: full needs the same micro-batches on every rank" dist.shard=full
 refused 4 "full with context parallelism" "dist.shard: full with dist.context_parallel 2: not built yet" dist.shard=full \
@@ -142,8 +141,8 @@ shard, total = map(int, re.search(r'state shard: (\d+) of (\d+) parameters', t).
 part = int(re.search(r'largest model part \(embedding, block or head\): (\d+)', t).group(1))
 assert shard <= -(-total // W) + 65536 and shard * W >= total, (shard, total)
 assert g('fp32 master weights (shard, 4 B/param)') == 4 * shard and g('Adam m, v (shard, 8 B/param)') == 8 * shard
-assert g('bf16 weights (2 gathered parts: in use, next)') == 2 * 2 * part
-assert g('fp32 gradient (shard + 2 part buffers)') == 4 * (shard + 2 * part)
+assert g("bf16 weights (2 gathered parts + the shard's copy)") == 2 * (2 * part + shard)
+assert g('fp32 gradient (shard + 1 part buffer)') == 4 * (shard + part)
 assert g('total, recompute (train.recompute=on)') < 80e9, 'does not fit 80 GB'
 PY
   grep "total, recompute" $TMP/info.txt | sed "s/^/  $1 W=$2 full: /"

@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     const GraphCP cp = {C, dist_cp_member(), T, hs};
     if (graph_init_cp(&g, model_backend(&m), &m.cfg, &m.table, B, 0, &cp)) die("tool_cp_exact: out of memory");
     float *gc = xcalloc(n, sizeof(float)), *lgc = xmalloc(sizeof(float) * N / C * Vp);
-    GraphParams p = {m.params, &m.w, gc, 0, NULL, NULL};
+    GraphParams p = {m.params, &m.w, gc, 0, NULL, NULL, NULL, NULL};
     LossSums sc = graph_forward_backward_cp(&g, &p, in, tg, B, z, inv, lgc, NULL);
     // the gradient summed over the members, as training sums it
     size_t *bounds = xmalloc(sizeof(size_t) * (C + 1));

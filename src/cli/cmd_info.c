@@ -1,5 +1,5 @@
 // cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
-// [--context-parallel C] [--shard optim|full] [--shard-group G] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
+// [--context-parallel C] [--shard optim|grads|full] [--shard-group G] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
 // memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
 // the recipe's learning rate at the given steps.
 #include <stdio.h>
@@ -31,8 +31,9 @@ static void print_gib(const char *what, double b) {
 // Context parallelism (C > 1): the plan of one GPU holding T / C tokens of each instance,
 // plus the graph's context-parallel buffers (graph_plan_bytes_cp: one head group's gathered
 // K, V and their gradients over the whole instance, its document starts).
-// full (dist.shard: full): cuda_mem_plan_full's layout, sharded over groups of G ranks.
-static void print_cuda(const ModelConfig *cfg, int world, int group, int full, int micro, int seq_len, int C,
+// shard 1, 2 (dist.shard: grads, full): cuda_mem_plan_shard's layout (train/cuda/fsdp_cuda.cu
+// allocates it), sharded over groups of G ranks.
+static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, int micro, int seq_len, int C,
                        int head_stride) {
     ParamTable t;
     param_table_build(&t, cfg);
@@ -43,15 +44,12 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int full, i
         if (b[r + 1] - b[r] > hi - lo) lo = b[r], hi = b[r + 1];
     CudaMemPlan pl, rec;
     const int Tl = seq_len / C;
-    if (full) {
-        cuda_mem_plan_full(cfg, &t, micro, Tl, 0, lo, hi, &pl);
-        cuda_mem_plan_full(cfg, &t, micro, Tl, 1, lo, hi, &rec);
-    } else {
-        cuda_mem_plan(cfg, &t, micro, Tl, 1, 0, lo, hi, &pl);
-        cuda_mem_plan(cfg, &t, micro, Tl, 1, 1, lo, hi, &rec);
-    }
+    const int full = shard == 2;
+    cuda_mem_plan_shard(cfg, &t, micro, Tl, 1, 0, shard, lo, hi, &pl);
+    cuda_mem_plan_shard(cfg, &t, micro, Tl, 1, 1, shard, lo, hi, &rec);
     char mode[96] = "";
-    if (full) snprintf(mode, sizeof mode, " (dist.shard: full, shard groups of %d%s)", G, G < world ? ": HSDP" : "");
+    if (shard) snprintf(mode, sizeof mode, " (dist.shard: %s, shard groups of %d%s)", full ? "full" : "grads", G,
+                        G < world ? ": HSDP" : "");
     else if (world > 1) snprintf(mode, sizeof mode, " (NCCL ZeRO-1)");
     printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world, mode, micro,
            seq_len);
@@ -69,27 +67,27 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int full, i
                "(all-gathered per layer); not yet runnable on cuda (the CPU has the collective)\n",
                C, world / C, C, Tl, seq_len, C, head_stride, head_stride > 1 ? "s" : "");
     }
-    printf("  %s shard: %zu of %zu parameters (largest rank)\n", full ? "state" : "optimizer", hi - lo, t.total);
-    if (full) {
+    printf("  %s shard: %zu of %zu parameters (largest rank)\n", shard ? "state" : "optimizer", hi - lo, t.total);
+    if (shard) {
         CudaStateSizes s;
-        cuda_state_sizes_full(cfg, &t, lo, hi, &s);
+        cuda_state_sizes_shard(cfg, &t, 1, shard, lo, hi, &s);
         printf("  largest model part (embedding, block or head): %zu parameters\n", s.part);
-        print_gib("bf16 weights (2 gathered parts: in use, next)", pl.weights);
-        print_gib("fp32 gradient (shard + 2 part buffers)", pl.grad);
+        if (full) print_gib("bf16 weights (2 gathered parts + the shard's copy)", pl.weights);
+        else print_gib("bf16 weights (whole table, 2 B/param)", pl.weights);
+        print_gib("fp32 gradient (shard + 1 part buffer)", pl.grad);
     } else {
         print_gib("bf16 weights (whole table, 2 B/param)", pl.weights);
         print_gib("fp32 gradient (one buffer, 4 B/param)", pl.grad);
     }
     print_gib(G > 1 ? "fp32 master weights (shard, 4 B/param)" : "fp32 master weights (4 B/param)", pl.master);
     print_gib(G > 1 ? "Adam m, v (shard, 8 B/param)" : "Adam m, v (8 B/param)", pl.adam);
-    if (!full) print_gib("fp32 norm weights (replicated, sharded master)", pl.norms);
+    print_gib("fp32 norm weights (replicated, sharded master)", pl.norms);
     print_gib("activations saved, no recompute", pl.activations);
     print_gib("activations saved, recompute (block + att out)", rec.activations);
     print_gib("scratch (LM-head chunk, op scratch, workspace)", pl.scratch);
     print_gib("total, no recompute", pl.total);
     print_gib("total, recompute (train.recompute=on)", rec.total);
-    if (full)
-        printf("  (dist.shard: full runs on the CPU backend today; this is the layout its CUDA state is planned with)\n");
+    if (G < world) printf("  (dist.shard_group on cuda is not built: train.backend=cuda refuses HSDP; this is its layout)\n");
     free(b);
     param_table_free(&t);
 }
@@ -138,7 +136,7 @@ static void print_lr_at(const Recipe *r, const char *list) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
-            "                 [--context-parallel C] [--shard optim|full] [--shard-group G] [--lr-at S,...]\n"
+            "                 [--context-parallel C] [--shard optim|grads|full] [--shard-group G] [--lr-at S,...]\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
             "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
@@ -148,8 +146,9 @@ static void usage(FILE *f) {
             "  --context-parallel C (default: the recipe's dist.context_parallel): the plan of one rank\n"
             "  holding T / C tokens of every instance (docs/distributed.md), K/V gathered\n"
             "  dist.cp_head_stride KV heads at a time.\n"
-            "  --shard full [--shard-group G]: the per-GPU plan of dist.shard: full (ZeRO-3; HSDP over\n"
-            "  groups of G ranks): master, Adam and gradient sharded, two gathered parts of weights.\n"
+            "  --shard grads|full [--shard-group G]: the per-GPU plan of dist.shard: grads (ZeRO-2: Adam\n"
+            "  and gradient sharded) or full (ZeRO-3; HSDP over groups of G ranks): also the master,\n"
+            "  two gathered parts of weights.\n"
             "  CPU: also the per-core GEMM peaks MFU is measured against, per instruction set this CPU\n"
             "  has (fp32 sgemm; bf16 amx, avx512bf16, emulated), as cached by runs and `olmo bench`.\n"
             "  --lr-at S1,S2,...: a recipe's learning rate at those optimizer steps (step 1 = the first\n"
@@ -176,7 +175,8 @@ int cmd_info(int argc, char **argv) {
         else ov[nov++] = argv[i];
     }
     if (world < 1) die_input("--world must be >= 1");
-    if (strcmp(shard, "optim") && strcmp(shard, "full")) die_input("--shard: expected optim or full, got '%s'", shard);
+    if (strcmp(shard, "optim") && strcmp(shard, "grads") && strcmp(shard, "full"))
+        die_input("--shard: expected optim, grads or full, got '%s'", shard);
     if (group < 0 || (group > 0 && world % group))
         die_input("--shard-group %d does not divide --world %d (dist.shard_group: groups of consecutive ranks)", group,
                   world);
@@ -243,7 +243,7 @@ int cmd_info(int argc, char **argv) {
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
-    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, group, !strcmp(shard, "full"), micro, seq_len, C, head_stride);
+    if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, group, !strcmp(shard, "full") ? 2 : !strcmp(shard, "grads"), micro, seq_len, C, head_stride);
     else print_peaks();
     free(ov);
     return 0;

@@ -431,6 +431,11 @@ static void need(const GraphParams *p, int part, int next) {
     if (p->weights) p->weights(p->weights_ctx, part, next);
 }
 
+// Part `done`'s gradient is complete, `next`'s is written now (GraphParams.grads; no-op without).
+static void grads_done(const GraphParams *p, int done, int next) {
+    if (p->grads) p->grads(p->grads_ctx, done, next);
+}
+
 static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *inputs, const int32_t *targets, int B,
                                  int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
     if (B > g->max_B || T > g->max_T)
@@ -460,6 +465,7 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
                        (float)c->rms_eps);
     if (!p->grad && !logits_out) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
     o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
+    if (p->grad) grads_done(p, GRAPH_PART_NONE, GRAPH_PART_HEAD);
     float *gr = p->grad;
     LossSums sums = o->lmhead_loss(be, gr ? g->dxf : NULL, gr ? gr + g->off.lm_head : NULL, p->acc, g->xf,
                                    W(p, g->off.lm_head, t), t, g->tgt, d.N, d.C, c->padded_vocab, z_coef, inv_count,
@@ -469,16 +475,19 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
     // ---- backward ----
     o->rmsnorm_backward(be, g->dres, DT_F32, gr + g->off.final_norm, p->acc, g->dxf, t, xL, DT_F32,
                         p->norms->final_norm, g->xf_rstd, d.N, d.C, d.C, d.C, d.C);
+    grads_done(p, GRAPH_PART_HEAD, d.L - 1);
     for (int l = d.L - 1; l >= 0; l--) {
         // Recompute: the block's activations again, bitwise the same (slot 0 still holds the
         // last block's from the forward).
         need(p, l, l > 0 ? l - 1 : GRAPH_PART_NONE);
         if (g->recompute && l != d.L - 1) block_forward(g, p, l, B, T, NULL, 1);
         block_backward(g, p, l, B, T);
+        grads_done(p, l, l > 0 ? l - 1 : GRAPH_PART_EMBED);
     }
-    float *gE = gr + g->off.embed;
+    float *gE = p->grad + g->off.embed;   // p->grad again: the hook may have moved it
     if (!p->acc) o->zero(be, gE, sizeof(float) * (size_t)c->padded_vocab * d.C);
     o->embedding_backward(be, gE, g->dres, inputs, d.N, d.C);   // reads no weights
+    grads_done(p, GRAPH_PART_EMBED, GRAPH_PART_NONE);
     return sums;
 }
 

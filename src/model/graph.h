@@ -92,6 +92,14 @@ typedef struct {
     // (GRAPH_PART_NONE, GRAPH_PART_NONE) says no part is needed any more.
     void (*weights)(void *ctx, int part, int next);
     void *weights_ctx;
+    // Sharded gradients (dist.shard: grads/full on CUDA, train/cuda/fsdp_cuda.cu), or NULL:
+    // grad is the whole table's. Called with (GRAPH_PART_NONE, GRAPH_PART_HEAD) before the
+    // backward writes its first gradient, then each time a part's gradient is complete:
+    // (HEAD, L-1), (l, l-1), .., (0, EMBED), (EMBED, NONE). The hook may move grad (and w)
+    // of the GraphParams it was given (a part buffer addressed at the table's offsets);
+    // the graph reads p->grad again after each call.
+    void (*grads)(void *ctx, int done, int next);
+    void *grads_ctx;
 } GraphParams;
 #define GRAPH_PART_EMBED (-1)
 #define GRAPH_PART_HEAD (-3)

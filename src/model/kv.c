@@ -38,7 +38,7 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
             k->doc_start[p0 + i] = k->doc_next;
             if (tokens[i] == c->eos_id) k->doc_next = p0 + i + 1;
         }
-    GraphParams p = {k->params, &k->w, NULL, 0, NULL, NULL};
+    GraphParams p = {k->params, &k->w, NULL, 0, NULL, NULL, NULL, NULL};
     graph_forward_kv(&k->graph, &p, tokens, n, p0, k->doc_start ? k->doc_start + p0 : NULL, logits, all_logits);
     k->len += n;
 }

@@ -58,7 +58,7 @@ void model_destroy(Model *m) {
 Graph *model_graph(Model *m, float *grads, GraphParams *p) {
     if (!m->graph.be) alloc_activations(m);   // model_create_lazy: on first use
     // On the CPU the compute weights are the fp32 parameters themselves, norms included.
-    *p = (GraphParams){m->params, &m->w, grads, 0, NULL, NULL};
+    *p = (GraphParams){m->params, &m->w, grads, 0, NULL, NULL, NULL, NULL};
     return &m->graph;
 }
 

@@ -82,6 +82,8 @@ void backend_describe(const Backend *be, char *out, size_t outlen) { be->iface->
 
 int backend_devices(const Backend *be) { return be->iface->devices(); }
 
+double backend_device_bytes(const Backend *be) { return be && be->iface->device_bytes ? be->iface->device_bytes(be) : 0; }
+
 double backend_device_peak(const Backend *be, const char **source) {
     return be->iface->device_peak(be->prec, source);
 }

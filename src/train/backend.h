@@ -54,6 +54,8 @@ typedef struct BackendIface {
     void (*sync_from_host)(Backend *be, TrainCore *tc);
     LossSums (*forward_backward)(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
                                  int T, float z_coef, float inv_count, float *grads, float *logits_out, float *tok_ce);
+    // The device memory this rank's backend holds at its peak, in bytes (NULL: no device).
+    double (*device_bytes)(const Backend *be);
 } BackendIface;
 
 // The part every backend's object starts with.
@@ -82,6 +84,8 @@ void backend_describe(const Backend *be, char *out, size_t outlen);
 // backend's precision, with where the figure comes from (the MFU ceiling; peak.h for CPUs).
 int backend_devices(const Backend *be);
 double backend_device_peak(const Backend *be, const char **source);
+// This rank's device memory at its peak (bytes; 0 for a backend without a device).
+double backend_device_bytes(const Backend *be);
 // 1 when checkpoints must go through backend_save_checkpoint (the device holds the state);
 // 0 for cpu and the host-MPI fallback (the host copies are authoritative).
 int backend_streams_checkpoint(const Backend *be);

@@ -34,7 +34,7 @@ static LossSums cpu_micro_batch(StepDevice *d, const int32_t *inputs, const int3
     LossSums s;
     if (be && be->cp_graph) {   // context parallelism: this member's chunks of the instances
         Model *m = tc->model;
-        GraphParams p = {m->params, &m->w, gradacc_slot(&tc->acc), 0, NULL, NULL};   // as model_graph's, no activations
+        GraphParams p = {m->params, &m->w, gradacc_slot(&tc->acc), 0, NULL, NULL, NULL, NULL};   // as model_graph's, no activations
         s = graph_forward_backward_cp(be->cp_graph, &p, inputs, targets, B, z_coef, inv_count, NULL, NULL);
     } else {
         GraphParams p;

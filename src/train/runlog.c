@@ -163,10 +163,12 @@ void run_log_step(Run *u, const Loop *lp, double dt) {
     }
 }
 
-// Every rank's peak resident memory (VmHWM), gathered to rank 0: printed and recorded.
+// Every rank's peak resident memory (VmHWM) and, on a device backend, its device peak
+// (memory_device), gathered to rank 0: printed and recorded.
 void run_memory_report(Run *u, long step) {
-    double mine = (double)peak_rss_bytes(), *all = xcalloc((size_t)u->W, sizeof(double));
-    dist_allgather_doubles(&mine, 1, all);
+    double mine[2] = {(double)peak_rss_bytes(), backend_device_bytes(u->be)};
+    double *all = xcalloc(2 * (size_t)u->W, sizeof(double));
+    dist_allgather_doubles(mine, 2, all);
     if (u->rank == 0) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "kind", "memory");
@@ -174,15 +176,27 @@ void run_memory_report(Run *u, long step) {
         cJSON *a = cJSON_AddArrayToObject(o, "peak_rss_gib");
         double mx = 0;
         for (int i = 0; i < u->W; i++) {
-            cJSON_AddItemToArray(a, cJSON_CreateNumber(all[i] / 1073741824.0));
-            if (all[i] > mx) mx = all[i];
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(all[2 * i] / 1073741824.0));
+            if (all[2 * i] > mx) mx = all[2 * i];
         }
         cJSON_AddNumberToObject(o, "peak_rss_gib_max", mx / 1073741824.0);
+        double dmx = 0;
+        if (u->bimpl->on_device) {
+            cJSON *dv = cJSON_AddArrayToObject(o, "memory_device_gib");
+            for (int i = 0; i < u->W; i++) {
+                cJSON_AddItemToArray(dv, cJSON_CreateNumber(all[2 * i + 1] / 1073741824.0));
+                if (all[2 * i + 1] > dmx) dmx = all[2 * i + 1];
+            }
+            cJSON_AddNumberToObject(o, "memory_device_gib_max", dmx / 1073741824.0);
+        }
         metrics_write(&u->log, o);
         cJSON_Delete(o);
         printf("memory: peak RSS %.2f GiB on rank 0", all[0] / 1073741824.0);
         if (u->W > 1) printf(", %.2f GiB on the largest of %d ranks", mx / 1073741824.0, u->W);
-        printf(" (host memory; a device backend's allocation is on its backend: line)\n");
+        if (u->bimpl->on_device)
+            printf(" (host memory); device peak %.3f GiB on rank 0, %.3f GiB on the largest rank\n",
+                   all[1] / 1073741824.0, dmx / 1073741824.0);
+        else printf(" (host memory)\n");
     }
     free(all);
 }

@@ -32,12 +32,11 @@ int train_shard_mode(const char *shard, int group, int world, const char *backen
                  "consecutive ranks; 0 = all ranks)", group, world);
         return -1;
     }
-    // The CUDA backend's collectives are NCCL ZeRO-1 (or its host-MPI fallback): none
-    // reduce-scatters into a sharded gradient, gathers sharded weights or spans groups.
-    if (!strcmp(backend, "cuda") && (mode != SHARD_OPTIM || (group > 0 && group != world))) {
-        snprintf(err, errlen, "dist.shard: %s%s needs collectives the cuda backend does not have (it shards the "
-                 "optimizer only, ZeRO-1 over NCCL): use dist.shard: optim without dist.shard_group, or train.backend: "
-                 "cpu", shard, group > 0 && group != world ? " with dist.shard_group" : "");
+    // The CUDA backend's NCCL collectives (train/cuda/fsdp_cuda.cu) shard over all ranks:
+    // none spans groups (HSDP).
+    if (!strcmp(backend, "cuda") && group > 0 && group != world) {
+        snprintf(err, errlen, "dist.shard_group %d: HSDP is not built on train.backend: cuda (its NCCL collectives "
+                 "shard over all %d ranks): use dist.shard_group: 0, or train.backend: cpu", group, world);
         return -1;
     }
     return mode;

@@ -38,6 +38,8 @@ typedef struct {
     int loss_per_rank;  // train.loss_norm resolved to rank: OLMo-core's per-rank denominator (train_step_on)
     // Sharding: zero-initialized means one process owning everything (opt over the table).
     ShardMode shard_mode;   // set before train_core_shard (0: optim)
+    ShardMode dev_shard;    // grads/full on a device backend (cuda: train/cuda/fsdp_cuda.cu): the device
+                            // shards; the host keeps ZeRO-1's layout (shard_mode optim)
     int shard_group;        // dist.shard_group, set before train_core_shard (0: all ranks)
     int world, rank;        // all ranks (micro-batches split over world / cp groups) and this rank
     int cp, cp_head_stride; // dist.context_parallel (0 or 1: off) and its head stride

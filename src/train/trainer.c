@@ -105,6 +105,18 @@ static void run_plan(Run *u) {
     // without CUDA, or on a machine without a device, stops here with nothing written.
     if (backend_resolve(r->backend, r->precision, &u->bimpl, &u->bprec, u->msg, sizeof u->msg) != 0)
         fail_all(u->rank, 2, u->msg);
+    // A device backend shards its own state (cuda: fsdp_cuda.cu); the host stays ZeRO-1. Its
+    // gradient reduce runs once per part per micro-batch, so every rank needs the same count.
+    if (u->bimpl->on_device && shard != SHARD_OPTIM) {
+        if ((GB / MB) % W) {
+            snprintf(u->msg, sizeof u->msg, "dist.shard: %s on train.backend: cuda needs the same micro-batches on "
+                     "every rank: train.global_batch %d / train.micro_batch %d = %d do not split evenly over %d ranks; "
+                     "use dist.shard: optim, or another world size", r->shard, GB, MB, GB / MB, W);
+            fail_all(u->rank, 2, u->msg);
+        }
+        u->tc.dev_shard = (ShardMode)shard;
+        u->tc.shard_mode = SHARD_OPTIM;
+    }
     // The CPU model trains with its matmuls in the run's precision (run_eval switches to
     // fp32 for evaluation; under cuda the host copy evaluates only with eval.device=cpu).
     u->mprec = !u->bimpl->on_device && u->bprec == PRECISION_BF16 ? PRECISION_BF16 : PRECISION_FP32;
@@ -174,7 +186,9 @@ static void run_backend(Run *u) {
     u->be = backend_create(u->bimpl, u->bprec, &u->tc, u->MB, u->T, rc, u->msg, sizeof u->msg);
     if (!u->be) fail_all(u->rank, 2, u->msg);
     backend_sync_from_host(u->be, &u->tc);   // cuda: initialized or loaded params + Adam m, v -> device
-    u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto");
+    // dist.shard: full on the device: only rank 0 evaluates, and no rank holds whole weights
+    // there; the host copy (gathered by backend_sync_to_host, every rank taking part) does.
+    u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto") && u->tc.dev_shard != SHARD_FULL;
     u->deval = (DeviceEval){u->be, &u->tc};
     if (u->dev_eval) eval_set_forward(u->ev, device_eval_forward, &u->deval);   // ev NULL (ranks > 0): no-op
     snprintf(u->eval_on, sizeof u->eval_on, "%s %s", u->dev_eval ? u->bimpl->name : "cpu",

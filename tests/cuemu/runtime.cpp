@@ -428,6 +428,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
     e->recorded = true;
     return cudaSuccess;
 }
+// The stream's later work waits for the event: streams run synchronously and a record drains
+// its stream first, so a recorded event is already complete and there is nothing to wait for.
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int flags) {
+    bool ok;
+    stream_of(st, &ok);
+    if (!ok || !e || flags) return set_error(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!ms || !a || !b) return set_error(cudaErrorInvalidResourceHandle);

@@ -108,6 +108,16 @@ void nccl_broadcast_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int
     NCCL_CHECK(ncclGroupEnd());
     nccl_wait(c, st, what);
 }
+
+// ---- dist.shard on the device (train/cuda/fsdp_cuda.cu): a broadcast group left in flight
+// on its stream (the next part's weight gather, overlapping the compute), waited for later.
+void nccl_broadcast_pieces_async(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n) {
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < n; i++)
+        NCCL_CHECK(ncclBroadcast(p[i].buf, p[i].buf, p[i].count, nccl_type(p[i].t), p[i].root, c->comm, st));
+    NCCL_CHECK(ncclGroupEnd());
+}
+void nccl_stream_wait(NcclComm *c, cudaStream_t st, const char *what) { nccl_wait(c, st, what); }
 #else
 static void no_nccl(const char *what) {
     die("%s: this binary was built without NCCL", what);
@@ -120,4 +130,6 @@ NcclComm *nccl_comm_create(const void *, int, int, char *err, size_t errlen) {
 void nccl_comm_destroy(NcclComm *) {}
 void nccl_reduce_pieces(NcclComm *, cudaStream_t, const NcclPiece *, int, const char *what) { no_nccl(what); }
 void nccl_broadcast_pieces(NcclComm *, cudaStream_t, const NcclPiece *, int, const char *what) { no_nccl(what); }
+void nccl_broadcast_pieces_async(NcclComm *, cudaStream_t, const NcclPiece *, int) { no_nccl("the weight all-gather"); }
+void nccl_stream_wait(NcclComm *, cudaStream_t, const char *what) { no_nccl(what); }
 #endif

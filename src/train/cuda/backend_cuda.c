@@ -30,6 +30,7 @@ typedef struct {
     float *host_grad;   // host-MPI: this rank's summed gradient, downloaded (table.total)
     float *stage;       // NCCL checkpoints: this rank's part of one tensor (largest tensor)
     size_t lo, hi;      // the device's optimizer range
+    int shard;          // dist.shard on the devices (fsdp_cuda.cu): 0 ZeRO-1, 1 grads, 2 full
     int recompute;      // activation recompute on
     char recompute_why[160];
 } CudaBackend;
@@ -52,7 +53,8 @@ static void cu_reduce(StepDevice *d) {
     if (((CudaBackend *)d->ctx)->nccl) cuda_grad_reduce(dev_cm(d));
 }
 static void cu_allgather(StepDevice *d) {
-    if (((CudaBackend *)d->ctx)->nccl) cuda_params_allgather(dev_cm(d));
+    const CudaBackend *c = d->ctx;
+    if (c->nccl || c->shard) cuda_params_allgather(dev_cm(d));   // dist.shard, one GPU: the norm copy
 }
 
 static const StepDeviceOps cuda_step_ops = {
@@ -129,7 +131,7 @@ static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B
         return;
     }
     CudaMemPlan plan;
-    cuda_mem_plan(&m->cfg, &m->table, max_B, max_T, bf16, 0, c->lo, c->hi, &plan);
+    cuda_mem_plan_shard(&m->cfg, &m->table, max_B, max_T, bf16, 0, c->shard, c->lo, c->hi, &plan);
     double fr = (double)cuda_device_free_bytes();
     c->recompute = fr > 0 && plan.total > 0.95 * fr;
     snprintf(c->recompute_why, sizeof c->recompute_why, "auto: %.1f GiB planned without it, %.1f GiB free",
@@ -145,8 +147,19 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     const Model *m = tc->model;
     const int bf16 = prec == PRECISION_BF16;
     place_ranks(c, tc);
+    // dist.shard grads/full: NCCL's collectives on the devices; one GPU runs the same parts
+    // with the whole table as its shard (no communicator: the local copies only).
+    if (tc->dev_shard != SHARD_OPTIM && c->hostmpi) {
+        snprintf(err, errlen, "dist.shard: %s on train.backend: cuda needs NCCL (%s): use dist.shard: optim",
+                 tc->dev_shard == SHARD_FULL ? "full" : "grads",
+                 cuda_nccl_built() ? "OLMO_CUDA_NCCL=0 chose the host-MPI fallback" : "this binary was built without it");
+        cuda_destroy(be);
+        return NULL;
+    }
+    c->shard = c->nccl || tc->world == 1 ? (int)tc->dev_shard : 0;
     choose_recompute(c, m, bf16, max_B, max_T, recompute);
-    c->cm = cuda_model_create(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->lo, c->hi, err, errlen);
+    c->cm = cuda_model_create_shard(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->shard, c->lo, c->hi, err,
+                                    errlen);
     // All ranks fail together (a rank out of memory must not leave the others waiting in
     // the NCCL set-up below).
     const int failed = c->cm == NULL;
@@ -178,12 +191,19 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
     snprintf(out, outlen, "backend: cuda, %s, %s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
              be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
                                         : "fp32 throughout",
-             c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
+             c->shard && !c->nccl ? (c->shard == 2 ? ", dist.shard full on one GPU (weights and gradient part by part)"
+                                                   : ", dist.shard grads on one GPU (gradient part by part)")
+             : c->shard == 2 ? ", NCCL dist.shard full (ZeRO-3: master, Adam, gradient sharded; weights gathered per part)"
+             : c->shard == 1 ? ", NCCL dist.shard grads (ZeRO-2: master, Adam, gradient sharded)"
+             : c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
                      : c->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",
              c->recompute ? "on" : "off", c->recompute_why, cuda_model_bytes(c->cm) / 1073741824.0);
 }
 
 static int cuda_devices(void) { return cuda_device_count(NULL, 0); }
+
+// Every device buffer is allocated once at create (model.cu), so what it holds is its peak.
+static double cuda_device_bytes(const Backend *be) { return (double)cuda_model_bytes(((const CudaBackend *)be)->cm); }
 
 static double cuda_device_peak(Precision prec, const char **source) {
     const int bf16 = prec == PRECISION_BF16;
@@ -291,4 +311,5 @@ const BackendIface backend_cuda = {
     .sync_to_host = cuda_sync_to_host,
     .sync_from_host = cuda_sync_from_host,
     .forward_backward = cuda_fb,
+    .device_bytes = cuda_device_bytes,
 };

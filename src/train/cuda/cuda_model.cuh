@@ -39,4 +39,16 @@ struct CudaModel {
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
     NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only
     std::vector<void *> ptrs;     // the state buffers, for cudaFree
+    // dist.shard on the device (fsdp_cuda.cu): 0 optim (ZeRO-1), 1 grads, 2 full. With 1 or 2
+    // grad is the shard's reduced gradient followed by one part buffer; with 2 master, m, v
+    // are the shard's, w the two part buffers and wshard (bf16) the shard's compute copy.
+    int shard = 0;
+    void *wshard = nullptr;
+    struct CudaShard *sh = nullptr;
 };
+
+// ---- fsdp_cuda.cu: the shard modes' hooks and state ------------------------------------------
+CudaShard *shard_create(CudaModel *b, float *grad, void *slots);   // slots NULL: grads (weights whole)
+void shard_destroy(CudaShard *s);
+void shard_bind(CudaShard *s, GraphParams *p);   // the hooks for one graph call over p
+void shard_upload(CudaShard *s, const float *host);

@@ -40,6 +40,10 @@ size_t cuda_device_free_bytes(void);
 // unsupported head_dim).
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
                              int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen);
+// The same with dist.shard on the device (cuda_model.cuh; shard 1 grads, 2 full: the
+// range is the rank's shard, and cuda_nccl_init must follow before any step).
+CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
+                                   int recompute, int shard, size_t opt_lo, size_t opt_hi, char *err, size_t errlen);
 void cuda_model_destroy(CudaModel *cm);
 // Wait for all queued device work.
 void cuda_sync(CudaModel *cm);

@@ -18,33 +18,46 @@ void cuda_state_sizes(const ParamTable *t, int bf16, size_t opt_lo, size_t opt_h
     s->adam = opt_hi - opt_lo;
     s->grad = t->total;
     s->weights = bf16 ? t->total : 0;   // fp32 mode computes from the master
+    s->wsize = bf16 ? 2 : 4;
     if (shard_master)
         for (int i = 0; i < t->n; i++)
             if (t->p[i].kind == PARAM_NORM) s->norms += t->p[i].numel;
 }
 
-void cuda_state_sizes_full(const ModelConfig *cfg, const ParamTable *t, size_t lo, size_t hi, CudaStateSizes *s) {
-    memset(s, 0, sizeof *s);
+void cuda_part_range(const ModelConfig *cfg, const ParamTable *t, int i, size_t *lo, size_t *hi) {
     ModelOffsets off;
     model_offsets(&off, t, cfg);
     // the parts of train/fsdp.c: [embed, block 0), each block, [final_norm, total)
     const int L = cfg->n_layers;
-    for (int i = 0; i <= L + 1; i++) {
-        size_t a = i == 0 ? off.embed : i <= L ? off.layers[i - 1].wqkv : off.final_norm;
-        size_t b = i < L ? off.layers[i].wqkv : i == L ? off.final_norm : t->total;
+    *lo = i == 0 ? off.embed : i <= L ? off.layers[i - 1].wqkv : off.final_norm;
+    *hi = i < L ? off.layers[i].wqkv : i == L ? off.final_norm : t->total;
+}
+
+void cuda_state_sizes_shard(const ModelConfig *cfg, const ParamTable *t, int bf16, int shard, size_t lo, size_t hi,
+                            CudaStateSizes *s) {
+    cuda_state_sizes(t, bf16, lo, hi, s);
+    if (!shard) return;
+    for (int i = 0; i <= cfg->n_layers + 1; i++) {
+        size_t a, b;
+        cuda_part_range(cfg, t, i, &a, &b);
         if (b - a > s->part) s->part = b - a;
     }
+    s->grad = (hi - lo) + s->part;
+    if (shard == 1) return;   // grads: weights (and, fp32, the master) whole as ZeRO-1
     s->mlo = lo, s->mhi = hi;
     s->master = s->adam = hi - lo;
-    s->grad = (hi - lo) + 2 * s->part;
     s->weights = 2 * s->part;
+    s->wshard = bf16 ? hi - lo : 0;
+    s->norms = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->p[i].kind == PARAM_NORM) s->norms += t->p[i].numel;
 }
 
 static size_t one(size_t n) { return n ? n : 1; }
 
 size_t cuda_state_bytes(const CudaStateSizes *s) {
-    return 4 * one(s->master) + 2 * 4 * one(s->adam) + 4 * one(s->grad) + (s->weights ? 2 * s->weights : 0) +
-           (s->norms ? 4 * s->norms : 0) + CUDA_WORKSPACE_BYTES;
+    return 4 * one(s->master) + 2 * 4 * one(s->adam) + 4 * one(s->grad) + (size_t)s->wsize * s->weights +
+           2 * s->wshard + 4 * s->norms + CUDA_WORKSPACE_BYTES;
 }
 
 // From the code that allocates: the model state (cuda_state_sizes, model.cu allocates
@@ -57,7 +70,7 @@ static void plan_of(const ModelConfig *cfg, const ParamTable *t, int max_B, int 
     p->master = 4 * ONE(s->master);
     p->adam = 2 * 4 * ONE(s->adam);
     p->grad = 4 * ONE(s->grad);
-    p->weights = 2.0 * s->weights;
+    p->weights = (double)s->wsize * s->weights + 2.0 * s->wshard;
     p->norms = 4.0 * s->norms;
 #undef ONE
     p->activations = (double)graph_plan_bytes(cfg, max_B, max_T, bf16 ? DT_BF16 : DT_F32,
@@ -79,9 +92,9 @@ void cuda_mem_plan(const ModelConfig *cfg, const ParamTable *t, int max_B, int m
     plan_of(cfg, t, max_B, max_T, bf16, recompute, &s, p);
 }
 
-void cuda_mem_plan_full(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int recompute, size_t lo,
-                        size_t hi, CudaMemPlan *p) {
+void cuda_mem_plan_shard(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16, int recompute,
+                         int shard, size_t lo, size_t hi, CudaMemPlan *p) {
     CudaStateSizes s;
-    cuda_state_sizes_full(cfg, t, lo, hi, &s);
-    plan_of(cfg, t, max_B, max_T, 1, recompute, &s, p);
+    cuda_state_sizes_shard(cfg, t, bf16, shard, lo, hi, &s);
+    plan_of(cfg, t, max_B, max_T, bf16, recompute, &s, p);
 }

@@ -51,7 +51,7 @@ static float *norm_w(CudaModel *b, size_t o) {
 // The state buffers of cuda_state_sizes, the op scratch and the graph's activations.
 static bool model_init(CudaModel *b) {
     CudaStateSizes s;
-    cuda_state_sizes(b->table, b->is_bf16, b->olo, b->ohi, &s);
+    cuda_state_sizes_shard(&b->cfg, b->table, b->is_bf16, b->shard, b->olo, b->ohi, &s);
     b->mlo = s.mlo;
     b->mhi = s.mhi;
     bool oom = false;
@@ -59,7 +59,8 @@ static bool model_init(CudaModel *b) {
     b->m = state_alloc<float>(b, s.adam, &oom);
     b->v = state_alloc<float>(b, s.adam, &oom);
     b->grad = state_alloc<float>(b, s.grad, &oom);
-    b->w = s.weights ? (void *)state_alloc<bf16>(b, s.weights, &oom) : (void *)b->master;
+    b->w = s.weights ? (void *)state_alloc<char>(b, s.weights * s.wsize, &oom) : (void *)b->master;
+    if (s.wshard) b->wshard = state_alloc<bf16>(b, s.wshard, &oom);
     if (s.norms) {
         size_t c = 0;
         for (int i = 0; i < b->table->n; i++)
@@ -71,6 +72,7 @@ static bool model_init(CudaModel *b) {
     }
     b->bytes += CUDA_WORKSPACE_BYTES;   // the ops backend's cuBLASLt workspace
     if (oom) return false;
+    if (b->shard) b->sh = shard_create(b, b->grad, b->shard == 2 ? b->w : nullptr);
     const int N = b->max_B * b->max_T, Q = b->cfg.n_heads * b->cfg.head_dim;
     OpsLimits lim = {N, b->cfg.d_model > Q ? b->cfg.d_model : Q, b->cfg.n_heads, b->cfg.padded_vocab, b->total, b->max_T, b->cfg.n_kv_heads};
     size_t sb = ops_cuda_reserve(b->be, &lim);
@@ -108,6 +110,10 @@ static bool model_init(CudaModel *b) {
 // The whole table from the host: through grad (free between steps) into the master
 // range, the compute copy and the norm copy.
 static void upload_params(CudaModel *b, const float *host) {
+    if (b->sh) {   // dist.shard: no full-size gradient to stage through
+        shard_upload(b->sh, host);
+        return;
+    }
     CUDA_CHECK(cudaMemcpy(b->grad, host, b->total * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(b->master, b->grad + b->mlo, (b->mhi - b->mlo) * 4, cudaMemcpyDeviceToDevice));
     if (b->is_bf16) cast_cuda(b->st, b->w, DT_BF16, b->grad, b->total);
@@ -157,6 +163,11 @@ size_t cuda_device_free_bytes(void) {
 
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
                              int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
+    return cuda_model_create_shard(cfg, t, max_B, max_T, use_bf16, recompute, 0, opt_lo, opt_hi, err, errlen);
+}
+
+CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
+                                   int recompute, int shard, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
     if (!cuda_device_count(err, errlen)) return NULL;
     if (!attention_head_dim_supported(cfg->head_dim)) {
         snprintf(err, errlen, "CUDA backend: head_dim %d not supported (16, 32, 64, 128)", cfg->head_dim);
@@ -179,6 +190,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
     b->max_T = max_T;
     b->is_bf16 = use_bf16;
     b->recompute = recompute;
+    b->shard = shard;
     b->total = t->total;
     b->olo = opt_lo;
     b->ohi = opt_hi;
@@ -193,7 +205,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
         return NULL;
     }
     CudaMemPlan plan;
-    cuda_mem_plan(cfg, t, max_B, max_T, use_bf16, recompute, opt_lo, opt_hi, &plan);
+    cuda_mem_plan_shard(cfg, t, max_B, max_T, use_bf16, recompute, shard, opt_lo, opt_hi, &plan);
     if ((double)b->bytes != plan.total && b->graph.recompute != GRAPH_RECOMPUTE_ALL)
         fprintf(stderr, "olmo: note: CUDA allocated %zu bytes, the memory plan (olmo info) says %.0f\n", b->bytes,
                 plan.total);
@@ -203,6 +215,7 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
 void cuda_model_destroy(CudaModel *b) {
     if (!b) return;
     cudaStreamSynchronize(b->st);
+    shard_destroy(b->sh);
     nccl_comm_destroy(b->comm);
     graph_free(&b->graph);
     state_free(b);
@@ -243,6 +256,7 @@ void cuda_download_adam(CudaModel *cm, float *m, float *v) {
 LossSums cuda_forward_backward(CudaModel *cm, const int32_t *inputs, const int32_t *targets, int B, int T,
                                float z_coef, float inv_count, int want_grads, float *logits_out, float *tok_ce) {
     GraphParams p = {cm->w, &cm->nv, want_grads ? cm->grad : NULL, cm->grad_acc};
+    if (cm->sh) shard_bind(cm->sh, &p);   // dist.shard: weights and gradients part by part
     return graph_forward_backward(&cm->graph, &p, inputs, targets, B, T, z_coef, inv_count, logits_out, tok_ce);
 }
 
@@ -262,6 +276,7 @@ void cuda_grad_finish(CudaModel *cm) {
 
 void cuda_grad_download(CudaModel *cm, float *host) {
     CudaModel *b = cm;
+    if (b->shard) die("CUDA: dist.shard %s keeps only this rank's shard of the gradient", b->shard == 2 ? "full" : "grads");
     CUDA_CHECK(cudaStreamSynchronize(b->st));
     CUDA_CHECK(cudaMemcpy(host, b->grad, b->total * 4, cudaMemcpyDeviceToHost));
 }
@@ -272,8 +287,10 @@ void cuda_grad_poison(CudaModel *cm) {
 
 void cuda_devstate(CudaModel *cm, DevState *s) {
     CudaModel *b = cm;
-    *s = (DevState){b->be, b->table, b->olo, b->ohi, b->master + (b->olo - b->mlo), b->m, b->v, b->grad + b->olo,
-                    b->is_bf16 ? (void *)((bf16 *)b->w + b->olo) : nullptr, b->is_bf16 ? DT_BF16 : DT_F32};
+    // dist.shard: grad starts at the shard; full: the shard's own bf16 copy
+    void *wc = !b->is_bf16 ? nullptr : b->shard == 2 ? b->wshard : (void *)((bf16 *)b->w + b->olo);
+    *s = (DevState){b->be, b->table, b->olo, b->ohi, b->master + (b->olo - b->mlo), b->m, b->v,
+                    b->shard ? b->grad : b->grad + b->olo, wc, b->is_bf16 ? DT_BF16 : DT_F32};
 }
 
 // bf16 with the master sharded: this device's part of each norm weight (just updated in its
@@ -317,6 +334,7 @@ int cuda_nccl_init(CudaModel *b, const void *id, int rank, int world, const size
 // (root r), grouped. Shards are the CPU's uneven chunk-aligned bounds, which
 // ncclReduceScatter (equal counts) cannot express.
 void cuda_grad_reduce(CudaModel *b) {
+    if (b->shard) return;   // dist.shard: reduced part by part during the backward (fsdp_cuda.cu)
     std::vector<NcclPiece> p;
     for (int r = 0; r < b->world; r++) p.push_back({b->grad + b->bounds[r], b->bounds[r + 1] - b->bounds[r], DT_F32, r});
     nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce");
@@ -327,9 +345,10 @@ void cuda_grad_reduce(CudaModel *b) {
 // master keeps them in fp32 on every rank).
 void cuda_params_allgather(CudaModel *b) {
     norms_refresh(b);
+    if (!b->comm) return;   // dist.shard on one GPU: only the norm copy to refresh
     const DType wt = b->is_bf16 ? DT_BF16 : DT_F32;
     std::vector<NcclPiece> p;
-    for (int r = 0; r < b->world; r++)
+    for (int r = 0; r < b->world && b->shard != 2; r++)   // full: weights are gathered part by part
         p.push_back({(char *)b->w + b->bounds[r] * dtype_size(wt), b->bounds[r + 1] - b->bounds[r], wt, r});
     for (const CudaModel::NormSeg &s : b->norm_segs)
         for (int r = 0; r < b->world; r++) {
