@@ -38,5 +38,9 @@ struct CudaModel {
     int world = 1, rank = 0;
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
     NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only
+    // context parallelism (cuda_model_create_cp): the graph's group and its NCCL collectives
+    GraphCP cp = {};
+    CpNccl *cpc = nullptr;
+    GraphCPColl cpcoll = {};
     std::vector<void *> ptrs;     // the state buffers, for cudaFree
 };
