@@ -28,7 +28,6 @@
 #include "util/common.h"
 #ifdef OLMO_CUDA
 #include "train/cuda/cuda_model.h"
-#endif
 
 // ||a - ref||_2 / ||ref||_2 over n floats.
 static double rel(const float *a, const float *ref, size_t n) {
@@ -58,7 +57,6 @@ static void sum_over_members(float *g, size_t n, int C) {
     free(all);
 }
 
-#ifdef OLMO_CUDA
 // One forward + backward of model cm into grad (downloaded) and logits (host).
 static LossSums cuda_run(CudaModel *cm, const float *params, const int32_t *in, const int32_t *tg, int B, int T,
                          float z, float inv, float *grad, float *logits) {
