@@ -22,6 +22,7 @@
 #  4. Refused with exit 2 and nothing written: C not dividing the world, T not divisible
 #     by 2C, a head stride not dividing n_kv_heads. (C > 1 on the cuda backend runs:
 #     tests/test_cuda_cp.sh.)
+#     olmo data order --context-parallel C: a rank is served its group's instances.
 #  5. olmo info --context-parallel 8 prints the per-GPU plan: activations / C plus the
 #     K/V gather buffers; a C not dividing --world is refused (exit 2).
 cd "$(dirname "$0")/.."
@@ -130,6 +131,16 @@ echo "ok resume C=2 -> C=1 (the same samples)"
 # the same W: C = 2 on 2 ranks, then C = 1 on 2 ranks (data parallel)
 resume_c1 $TMP/c2to1w2 2 "C=1 W=2"
 echo "ok resume C=2 -> C=1 at the same world size 2"
+
+# olmo data order --context-parallel C: rank r is served its group's instances (the loader
+# at W / C readers, rank r / C), and says which positions of them it holds
+ord() { "$OLMO" data order "$TMP/cp.yml" --count 6 "$@"; }
+[ "$(ord --rank 3 --world 4 --context-parallel 2 2>$TMP/ord.err)" = "$(ord --rank 1 --world 2)" ] \
+  && [ "$(ord --rank 2 --world 4 --context-parallel 2 2>/dev/null)" = "$(ord --rank 1 --world 2)" ] \
+  || fail "data order --context-parallel 2: ranks 2, 3 of 4 are not served group 1's instances"
+grep -q "rank 3: member 1 of context-parallel group 1 of 2 (C = 2): positions \[256, 512) and \[512, 768)" $TMP/ord.err \
+  || fail "data order --context-parallel: positions line: $(cat $TMP/ord.err)"
+echo "ok olmo data order --context-parallel 2: $(cat $TMP/ord.err)"
 
 # 4. refused: exit 2, nothing written
 refuse() {   # refuse WHAT GREP W key=value...

@@ -18,6 +18,7 @@
 #  2. olmo train at C = 2 on 2 emulated GPUs, fp32: two runs bitwise equal (weights), and
 #     with held-out evaluation (on the CPU model: the device graph holds only a member's
 #     rows) whose last record equals `olmo eval` of the final weights.
+#  3. Without NCCL (OLMO_CUDA_NCCL=0): C > 1 on cuda refused, exit 2, nothing written.
 cd "$(dirname "$0")/.."
 B=${BUILD_EMU:-build-emu}
 if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/tool_cuda_cp_exact >/dev/null 2>&1; then
@@ -76,4 +77,14 @@ print(f"in-loop held-out CE {last['eval/held/ce']!r} vs olmo eval {ref['eval/hel
 assert d <= 1e-12 and last['eval/held/tokens'] == ref['eval/held/tokens']
 PY
 echo "ok C=2 on cuda: held-out evaluation (cpu fp32) equals olmo eval"
+
+# 3. no NCCL, no context parallelism on cuda
+set +e
+OLMO_CUDA_NCCL=0 CUEMU_DEVICES=2 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUEMU_DEVICES \
+  -x OLMO_CUDA_NCCL -np 2 "$OLMO" train "$TMP/cp.yml" train.run_dir=$TMP/nn eval.off=true >$TMP/nn.log 2>&1; rc=$?
+set -e
+[ $rc = 2 ] || fail "C=2 on cuda without NCCL: exit $rc, not 2: $(tail -5 $TMP/nn.log)"
+grep -q "dist.context_parallel 2 with train.backend=cuda needs NCCL" $TMP/nn.log || fail "no message naming the key: $(tail -5 $TMP/nn.log)"
+[ ! -e $TMP/nn ] || fail "C=2 on cuda without NCCL wrote $TMP/nn"
+echo "ok refused: C=2 on cuda without NCCL (exit 2, nothing written)"
 echo "test_cuda_cp: ok"

@@ -8,6 +8,9 @@
 //                        that stay pending on the stream; the reduction sums the ranks'
 //                        buffers in rank order (fp32 accumulation), so a rerun with the same
 //                        world size repeats bit for bit
+//   ncclSend / ncclRecv  the same, point to point (one MPI tag of their own, 31000, outside
+//                        the collectives' 0..29999): MPI keeps one pair's messages in posting
+//                        order, which is NCCL's matching rule
 //   ncclCommGetAsyncError
 //                        ncclRemoteError once a peer process of a pending transfer is gone
 //   ncclCommAbort        says what the rank was still waiting for, and from whom
