@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/ops.cuh"
 
+#ifdef OLMO_NCCL
 // First rows of member j's two chunks (dist_cp_chunk_starts).
 static void chunk_starts(int T, int C, int j, int st[2]) {
     const int ch = T / (2 * C);
@@ -42,7 +43,6 @@ template <typename T> __global__ void cp_place_kernel(T *global, const T *local,
     global[(size_t)(r < ch ? s0 + r : s1 + r - ch) * w + x] = local[(size_t)r * ld + x];
 }
 
-#ifdef OLMO_NCCL
 #define NCCL_CHECK(x) OLMO_LIB_CHECK("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, x)
 
 struct CpNccl {
