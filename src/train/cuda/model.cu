@@ -215,8 +215,9 @@ static CudaModel *create(const ModelConfig *cfg, const ParamTable *t, int max_B,
     if (cp && cp->C > 1) {
         const size_t part = (size_t)max_T * cp->head_stride * cfg->head_dim * (use_bf16 ? 2 : 4);
         b->cpc = cp_nccl_create(cp->id, cp->member, cp->C, part, err, errlen);
-        if (!b->cpc) {
-            cuda_model_destroy(b);
+        if (!b->cpc) {   // nothing else allocated yet (the graph is not initialized)
+            ops_destroy(be);
+            delete b;
             return NULL;
         }
         b->bytes += part;
