@@ -15,7 +15,8 @@
 #     Bitwise against C = 1 is not reachable: the attention of C = 1 is the flash kernels'
 #     tiles, CP's a chunk's own SIMT order, and the token sums of the weight gradients are
 #     split over the members.
-#  2. olmo train at C = 2 on 2 emulated GPUs, fp32: two runs bitwise equal (weights), and
+#  2. olmo train at C = 2 on 2 emulated GPUs, fp32: two runs, the second with activation
+#     recompute, bitwise equal (weights), and
 #     with held-out evaluation (on the CPU model: the device graph holds only a member's
 #     rows) whose last record equals `olmo eval` of the final weights.
 #  3. Without NCCL (OLMO_CUDA_NCCL=0): C > 1 on cuda refused, exit 2, nothing written.
@@ -57,13 +58,16 @@ ckpt: {interval: 0}
 eval: {sets: ["held=$TMP/held.npy"], eos_id: 999, interval: 2}
 dist: {context_parallel: 2}
 YML
-for d in a b; do
-  run_np 2 "$OLMO" train "$TMP/cp.yml" train.run_dir=$TMP/$d >$TMP/$d.log 2>&1 || fail "C=2 on cuda ($d): $(tail -20 $TMP/$d.log)"
+for d in a b; do   # b with activation recompute (its attention kept: GRAPH_RECOMPUTE_KEEP_ATT)
+  rc=off; [ $d = b ] && rc=on
+  run_np 2 "$OLMO" train "$TMP/cp.yml" train.run_dir=$TMP/$d train.recompute=$rc >$TMP/$d.log 2>&1 \
+    || fail "C=2 on cuda ($d): $(tail -20 $TMP/$d.log)"
 done
+grep -q "activation recompute on" $TMP/b.log || fail "run b without recompute: $(grep backend: $TMP/b.log)"
 grep -q "context parallel: 2 ranks per instance" $TMP/a.log || fail "no context-parallel banner: $(head -5 $TMP/a.log)"
 grep -q "backend: cuda" $TMP/a.log || fail "not the cuda backend: $(head -5 $TMP/a.log)"
-cmp $TMP/a/model.safetensors $TMP/b/model.safetensors || fail "two C=2 cuda runs differ"
-echo "ok C=2 on cuda: two runs bitwise equal"
+cmp $TMP/a/model.safetensors $TMP/b/model.safetensors || fail "two C=2 cuda runs (recompute off, on) differ"
+echo "ok C=2 on cuda: two runs (recompute off and on) bitwise equal"
 "$OLMO" eval $TMP/a/model.safetensors --recipe "$TMP/cp.yml" --json >$TMP/a.eval.json 2>$TMP/a.eval.log \
   || fail "olmo eval: $(cat $TMP/a.eval.log)"
 $PY - $TMP/a/metrics.jsonl $TMP/a.eval.json <<'PY' || fail "C=2 on cuda: in-loop evaluation vs olmo eval"
