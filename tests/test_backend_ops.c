@@ -488,11 +488,11 @@ static void test_layout(int N) {
 // The context-parallel form: a sequence cut into query chunks (at multiples of the CPU's
 // 64-query block, as context parallelism cuts it), each chunk's queries against the keys
 // before its end, dk and dv added over the chunks, equals the whole attention (where a
-// backend has it; CUDA refuses dist.context_parallel > 1).
+// backend has it: the CPU, and CUDA's SIMT kernels of cuda/attention_at.cu).
 static void test_attention_at(int T, int NH, int NKV, int D, int window, int chunk) {
     const DType t = ACT;
     if (!OPS->attention_forward_at) {
-        printf("%-15s attention_forward_at: not in this backend (context parallelism runs on the CPU)\n", g_case.label);
+        printf("%-15s attention_forward_at: not in this backend\n", g_case.label);
         return;
     }
     size_t nq = (size_t)T * NH * D, nk = (size_t)T * NKV * D;

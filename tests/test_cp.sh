@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test_cp.sh: context parallelism (dist.context_parallel: C; docs/distributed.md) on the CPU
+# (on CUDA: tests/test_cuda_cp.sh)
 # over OpenMPI (mpirun --oversubscribe, 1 thread per rank), exact against C = 1.
 #  1. tool_cp_exact: logits, loss sums and every parameter's gradient of C = 2 and C = 4
 #     equal those of the whole instance (C = 1) within 1e-6 (per tensor ||d||_2/||ref||_2),
@@ -19,7 +20,9 @@
 #     the same samples (no loader alarm, the same final loader state as C = 1's), steps as
 #     close as in 2.
 #  4. Refused with exit 2 and nothing written: C not dividing the world, T not divisible
-#     by 2C, C > 1 on the cuda backend, a head stride not dividing n_kv_heads.
+#     by 2C, a head stride not dividing n_kv_heads. (C > 1 on the cuda backend runs:
+#     tests/test_cuda_cp.sh.)
+#     olmo data order --context-parallel C: a rank is served its group's instances.
 #  5. olmo info --context-parallel 8 prints the per-GPU plan: activations / C plus the
 #     K/V gather buffers; a C not dividing --world is refused (exit 2).
 cd "$(dirname "$0")/.."
@@ -129,6 +132,16 @@ echo "ok resume C=2 -> C=1 (the same samples)"
 resume_c1 $TMP/c2to1w2 2 "C=1 W=2"
 echo "ok resume C=2 -> C=1 at the same world size 2"
 
+# olmo data order --context-parallel C: rank r is served its group's instances (the loader
+# at W / C readers, rank r / C), and says which positions of them it holds
+ord() { "$OLMO" data order "$TMP/cp.yml" --count 6 "$@"; }
+[ "$(ord --rank 3 --world 4 --context-parallel 2 2>$TMP/ord.err)" = "$(ord --rank 1 --world 2)" ] \
+  && [ "$(ord --rank 2 --world 4 --context-parallel 2 2>/dev/null)" = "$(ord --rank 1 --world 2)" ] \
+  || fail "data order --context-parallel 2: ranks 2, 3 of 4 are not served group 1's instances"
+grep -q "rank 3: member 1 of context-parallel group 1 of 2 (C = 2): positions \[256, 512) and \[512, 768)" $TMP/ord.err \
+  || fail "data order --context-parallel: positions line: $(cat $TMP/ord.err)"
+echo "ok olmo data order --context-parallel 2: $(cat $TMP/ord.err)"
+
 # 4. refused: exit 2, nothing written
 refuse() {   # refuse WHAT GREP W key=value...
   local what=$1 pat=$2 w=$3 d=$TMP/bad; shift 3; rm -rf $d
@@ -143,7 +156,6 @@ set +e
 refuse "C=2 over 3 ranks" "dist.context_parallel 2 must divide the world size 3" 3 dist.context_parallel=2
 refuse "C=2 without mpirun" "dist.context_parallel 2 must divide the world size 1" 1 dist.context_parallel=2
 refuse "T=1000 at C=8" "dist.context_parallel 8 needs train.seq_len divisible by 2 x 8 = 16" 1 dist.context_parallel=8 train.seq_len=1000
-refuse "C=2 on cuda" "dist.context_parallel 2 needs train.backend=cpu" 1 dist.context_parallel=2 train.backend=cuda
 refuse "head stride 3" "dist.cp_head_stride must divide model.n_kv_heads = 2" 1 dist.context_parallel=2 dist.cp_head_stride=3
 set -e
 

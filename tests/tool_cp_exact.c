@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     }
     // this member's part
     Graph g;
-    const GraphCP cp = {C, dist_cp_member(), T, hs};
+    const GraphCP cp = {C, dist_cp_member(), T, hs, NULL};
     if (graph_init_cp(&g, model_backend(&m), &m.cfg, &m.table, B, 0, &cp)) die("tool_cp_exact: out of memory");
     float *gc = xcalloc(n, sizeof(float)), *lgc = xmalloc(sizeof(float) * N / C * Vp);
     GraphParams p = {m.params, &m.w, gc, 0, NULL, NULL, NULL, NULL};

@@ -3,7 +3,7 @@
 //       sources, files, instances available/used, repeat factors, batches per epoch,
 //       fingerprint.
 //   olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K] [--batches]
-//                   [--rank R --world W] [--where] [--sizes FILE]
+//                   [--rank R --world W [--context-parallel C]] [--where] [--sizes FILE]
 //       the instance order, one id per line (ids index the mixed instance list; without
 //       a mixture instance i is the i-th seq_len chunk of the files in recipe order).
 //       Without --rank: epoch E's full global order, numpy's
@@ -11,7 +11,10 @@
 //       so it can be diffed against OLMo-core. --batches: one global batch per line
 //       (whole batches only, as the loader serves them). With --rank/--world: what that
 //       rank is served, batch by batch, in the loader's micro-batch composition
-//       (including the loader.debug_double_shard bug when it is on). --where: each id with
+//       (including the loader.debug_double_shard bug when it is on); with --context-parallel
+//       C, what its group of C ranks is served (every member the same whole instances, as
+//       the trainer's loader reads them: W / C readers), and on stderr which positions of
+//       each instance the rank holds (dist_cp.h). --where: each id with
 //       the file it is read from and its first token's offset there. --sizes FILE: the
 //       files' sizes from FILE instead of the files (which need not exist), implies --where.
 //       --describe K: the first K served instances of the global order (from S): index,
@@ -38,13 +41,16 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo data info  RECIPE [key=value ...] [--json]\n"
             "       olmo data order RECIPE [key=value ...] [--epoch E] [--start S] [--count K]\n"
-            "                       [--batches] [--rank R --world W] [--where] [--sizes FILE]\n"
+            "                       [--batches] [--rank R --world W [--context-parallel C]]\n"
+            "                       [--where] [--sizes FILE]\n"
             "                       [--describe K [--json]]\n"
             "       olmo data verify RECIPE [key=value ...] | MANIFEST\n"
             "  info   sources, instances available/used, mixture repeat factors, fingerprint\n"
             "  order  the global instance order of epoch E (default 1; seed + E), one id per\n"
             "         line from position S; --batches: one global batch per line; --rank/--world:\n"
-            "         what that rank is served per batch. --count: lines to print (default all).\n"
+            "         what that rank is served per batch; --context-parallel C: its group's (C ranks\n"
+            "         share each instance; stderr: the positions this rank holds). --count: lines\n"
+            "         to print (default all).\n"
             "         --where: 'id file token_offset' per line (where the instance is read from).\n"
             "         --sizes FILE: take the files' sizes from FILE, one line per file of the recipe\n"
             "         in order, 'BYTES' or 'PATH BYTES' (as stat -c '%%n %%s' prints), instead of\n"
@@ -162,7 +168,7 @@ int cmd_data(int argc, char **argv) {
     char **ov = xmalloc((size_t)argc * sizeof(char *));
     int n_ov = 0, batches = 0, json = 0, has_rank = 0, has_world = 0, where = 0, has_describe = 0;
     const char *sizes = NULL;
-    uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1, n_describe = 0;
+    uint64_t epoch = 1, start = 0, count = UINT64_MAX, rank = 0, world = 1, n_describe = 0, cp = 1;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -171,6 +177,7 @@ int cmd_data(int argc, char **argv) {
         else if (!strcmp(a, "--count")) { count = parse_u64(a, v); i++; }
         else if (!strcmp(a, "--rank")) { rank = parse_u64(a, v); has_rank = 1; i++; }
         else if (!strcmp(a, "--world")) { world = parse_u64(a, v); has_world = 1; i++; }
+        else if (!strcmp(a, "--context-parallel")) { cp = parse_u64(a, v); i++; }
         else if (!strcmp(a, "--batches")) batches = 1;
         else if (!strcmp(a, "--describe")) { n_describe = parse_u64(a, v); has_describe = 1; i++; }
         else if (!strcmp(a, "--where")) where = 1;
@@ -186,10 +193,23 @@ int cmd_data(int argc, char **argv) {
     if (world < 1 || world > 4096 || rank >= world)
         die_input("olmo data order: --rank %" PRIu64 " --world %" PRIu64 " is invalid", rank, world);
 
+    if (cp != 1 && (!has_rank || cp < 1 || world % cp))
+        die_input("olmo data order: --context-parallel %" PRIu64 " needs --rank/--world with C >= 1 dividing --world %" PRIu64,
+                  cp, world);
+
     static Recipe r;
     recipe_load(&r, path, n_ov, ov);
+    if (cp > 1 && r.seq_len % (2 * (int)cp))
+        die_input("olmo data order: --context-parallel %" PRIu64 " needs train.seq_len divisible by %" PRIu64 ", got %d", cp,
+                  2 * cp, r.seq_len);
     LoaderConfig cfg;
-    recipe_loader_config(&r, &cfg, (int)world, (int)rank);
+    recipe_loader_config(&r, &cfg, (int)(world / cp), (int)(rank / cp));   // a group reads as one rank (trainer.c)
+    if (cp > 1) {
+        const int ch = r.seq_len / (2 * (int)cp), j = (int)(rank % cp);
+        fprintf(stderr, "rank %" PRIu64 ": member %d of context-parallel group %" PRIu64 " of %" PRIu64 " (C = %" PRIu64
+                "): positions [%d, %d) and [%d, %d) of each of the group's instances\n", rank, j, rank / cp, world / cp,
+                cp, j * ch, (j + 1) * ch, (int)(2 * cp - 1 - j) * ch, (int)(2 * cp - j) * ch);
+    }
     cfg.prefetch = 0;
     cfg.verbose = 0;
     uint64_t *fake = sizes ? read_sizes(sizes, &cfg) : NULL;

@@ -54,7 +54,7 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, 
     printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world, mode, micro,
            seq_len);
     if (C > 1) {
-        const GraphCP cp = {C, 0, seq_len, head_stride};
+        const GraphCP cp = {C, 0, seq_len, head_stride, NULL};
         for (int r = 0; r < 2; r++) {
             CudaMemPlan *q = r ? &rec : &pl;
             const double extra = (double)graph_plan_bytes_cp(cfg, micro, seq_len, DT_BF16, r, &cp) -
@@ -220,7 +220,7 @@ int cmd_info(int argc, char **argv) {
     printf("  OLMo-core v2.3 count (6N + 12 L H Dh T):        %.4g GFLOP   (metrics: mfu_olmo_core_v2_3)\n", f1 / 1e9);
     double P = (double)n;
     // Context parallelism: the activations of T / C tokens plus its gather buffers (graph.h).
-    const GraphCP cp = {C, 0, seq_len, head_stride};
+    const GraphCP cp = {C, 0, seq_len, head_stride, NULL};
     double act32 = (double)model_activation_bytes(&cfg, micro, seq_len / C, 0) +
                    (double)graph_plan_bytes_cp(&cfg, micro, seq_len, DT_F32, 0, &cp) -
                    (double)graph_plan_bytes(&cfg, micro, seq_len / C, DT_F32, 0);

@@ -102,8 +102,8 @@ typedef struct {
                                  const int32_t *doc_start);
     // Context parallelism (kernels.h attention_forward_at / attention_backward_at): a chunk
     // of queries at positions p0.. of one sequence against its all-gathered keys, with row
-    // strides; the backward adds into dk, dv. NULL in a backend without it (CUDA: the
-    // recipe refuses dist.context_parallel > 1 there).
+    // strides; the backward adds into dk, dv. NULL in a backend without it (CPU: kernels.h;
+    // CUDA: the SIMT kernels of cuda/attention_at.cu).
     void (*attention_forward_at)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
                                  DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk, int window,
                                  const int32_t *doc_start);

@@ -274,7 +274,19 @@ typedef struct {
 // (T, head_stride*D); each chunk's queries attend to keys 0..its end (causal, window,
 // document mask from the instance's EOS positions). The backward gathers K, V again, adds
 // both chunks' dK, dV over the whole instance, and reduce-scatters them to their owners.
-// lse: per (row, chunk) an (NH, chunk) block. Host collectives: the CPU backend only.
+// lse: per (row, chunk) an (NH, chunk) block. Collectives: g->cp.coll's (CUDA: NCCL), else
+// dist_cp's host MPI ones (the CPU).
+static void cp_gather(const Graph *g, const void *local, int ld, int w, void *global) {
+    const GraphCPColl *c = g->cp.coll;
+    if (c) c->allgather(c->ctx, local, ld, w, g->cp.T, global, g->t);
+    else dist_cp_allgather_rows(local, ld, w, g->cp.T, global);
+}
+static void cp_scatter(const Graph *g, const void *global, int w, void *local, int ld) {
+    const GraphCPColl *c = g->cp.coll;
+    if (c) c->reduce_scatter(c->ctx, global, g->cp.T, w, local, ld, g->t);
+    else dist_cp_reduce_scatter_rows(global, g->cp.T, w, local, ld);
+}
+
 static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int backward) {
     const Ops *o = g->be->ops;
     OpsBackend *be = g->be;
@@ -288,8 +300,8 @@ static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int b
         const int32_t *ds = g->cp_doc ? g->cp_doc + (size_t)b * T : NULL;
         for (int g0 = 0; g0 < d.NKV; g0 += hs) {
             const size_t kcol = (size_t)b * Tl * d.KV + (size_t)g0 * d.D;
-            dist_cp_allgather_rows(at(lb->k, kcol, t), d.KV, w, T, g->kg);
-            dist_cp_allgather_rows(at(lb->v, kcol, t), d.KV, w, T, g->vg);
+            cp_gather(g, at(lb->k, kcol, t), d.KV, w, g->kg);
+            cp_gather(g, at(lb->v, kcol, t), d.KV, w, g->vg);
             if (backward) {
                 o->zero(be, g->dkg, dtype_size(t) * (size_t)T * w);
                 o->zero(be, g->dvg, dtype_size(t) * (size_t)T * w);
@@ -307,8 +319,8 @@ static void cp_attention(Graph *g, const LayerBufs *lb, int B, int window, int b
                                              d.Q, w, window, ds);
             }
             if (backward) {
-                dist_cp_reduce_scatter_rows(g->dkg, T, w, at(g->dk, kcol, t), d.KV);
-                dist_cp_reduce_scatter_rows(g->dvg, T, w, at(g->dv, kcol, t), d.KV);
+                cp_scatter(g, g->dkg, w, at(g->dk, kcol, t), d.KV);
+                cp_scatter(g, g->dvg, w, at(g->dv, kcol, t), d.KV);
             }
         }
     }

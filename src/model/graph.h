@@ -25,8 +25,16 @@
 
 // Context parallelism (dist/dist_cp.h): this graph holds member `member` of C's two chunks
 // of each T-token instance; K/V are all-gathered in groups of head_stride KV heads.
+// coll: the group's collectives over the backend's memory (CUDA: NCCL, cp_cuda.h); NULL:
+// dist_cp's host MPI ones (the CPU backend). Both sum a reduce-scatter in member order.
+typedef struct {
+    void (*allgather)(void *ctx, const void *local, int ld, int w, int T, void *global, DType t);
+    void (*reduce_scatter)(void *ctx, const void *global, int T, int w, void *local, int ld, DType t);
+    void *ctx;
+} GraphCPColl;
 typedef struct {
     int C, member, T, head_stride;   // C <= 1: off
+    const GraphCPColl *coll;         // NULL: dist_cp's host collectives
 } GraphCP;
 
 // Activation recompute: keep each block's input only and recompute its forward before its

@@ -86,7 +86,7 @@ static const Key KEYS[] = {
 
     {"dist.shard", T_STR, F(shard), "optim", "optim (ZeRO-1: Adam sharded) | grads (ZeRO-2: also the reduced gradient; the full-size one only during the step) | full (ZeRO-3/FSDP: also the master weights, each block's weights all-gathered before use and freed after); cpu only (docs/distributed.md)"},
     {"dist.shard_group", T_INT, F(shard_group), "0", "HSDP: shard within groups of this many consecutive ranks, replicas reduced across groups; divides the world size; 0 = one group of all ranks"},
-    {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu only (docs/distributed.md)"},
+    {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu (MPI) or cuda (NCCL) (docs/distributed.md)"},
     {"dist.cp_head_stride", T_INT, F(cp_head_stride), "1", "context parallelism: K/V are all-gathered this many KV heads at a time (OLMo-core head_stride; OLMo 3: 4); divides model.n_kv_heads"},
 
     {"alarm.memo_k", T_INT, F(memo_k), "3", "memorization alarm: evaluations in its window (2..64)"},
@@ -778,9 +778,6 @@ void recipe_validate(const Recipe *r, const char *origin) {
     if (r->context_parallel > 1 && r->seq_len % (2 * r->context_parallel))
         die_input("%s: dist.context_parallel %d needs train.seq_len divisible by 2 x %d = %d (the Llama 3 chunks), got %d",
                   o, r->context_parallel, r->context_parallel, 2 * r->context_parallel, r->seq_len);
-    if (r->context_parallel > 1 && strcmp(r->backend, "cpu"))
-        die_input("%s: dist.context_parallel %d needs train.backend=cpu (the %s backend has no context-parallel "
-                  "collective yet)", o, r->context_parallel, r->backend);
     if (r->cp_head_stride < 1 || mc.n_kv_heads % r->cp_head_stride)
         die_input("%s: dist.cp_head_stride must divide model.n_kv_heads = %d, got %d", o, mc.n_kv_heads,
                   r->cp_head_stride);

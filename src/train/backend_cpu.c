@@ -94,7 +94,7 @@ static Backend *cpu_create(Precision prec, TrainCore *tc, int max_B, int max_T, 
     be->iface = &backend_cpu;
     be->prec = prec;
     if (tc->cp > 1) {   // the member's activations, at T / C rows per instance (dist_cp.h)
-        const GraphCP cp = {tc->cp, dist_cp_member(), max_T, tc->cp_head_stride > 0 ? tc->cp_head_stride : 1};
+        const GraphCP cp = {tc->cp, dist_cp_member(), max_T, tc->cp_head_stride > 0 ? tc->cp_head_stride : 1, NULL};
         cb->cp_graph = xcalloc(1, sizeof *cb->cp_graph);
         if (graph_init_cp(cb->cp_graph, model_backend(tc->model), &tc->model->cfg, &tc->model->table, max_B, 0, &cp)) {
             snprintf(err, errlen, "dist.context_parallel %d: out of memory for the activations of (B=%d, T=%d / %d)",

@@ -186,9 +186,12 @@ static void run_backend(Run *u) {
     u->be = backend_create(u->bimpl, u->bprec, &u->tc, u->MB, u->T, rc, u->msg, sizeof u->msg);
     if (!u->be) fail_all(u->rank, 2, u->msg);
     backend_sync_from_host(u->be, &u->tc);   // cuda: initialized or loaded params + Adam m, v -> device
-    // dist.shard: full on the device: only rank 0 evaluates, and no rank holds whole weights
-    // there; the host copy (gathered by backend_sync_to_host, every rank taking part) does.
-    u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto") && u->tc.dev_shard != SHARD_FULL;
+    // On the device only rank 0 evaluates, so held-out evaluation runs on the host copy
+    // (gathered by backend_sync_to_host, every rank taking part) when no rank holds whole
+    // weights there (dist.shard: full) or the device graph holds a member's rows and needs
+    // its group (context parallelism: whole instances on the CPU model).
+    u->dev_eval = u->bimpl->on_device && !strcmp(u->r->eval_device, "auto") && u->tc.dev_shard != SHARD_FULL &&
+                  u->C == 1;
     u->deval = (DeviceEval){u->be, &u->tc};
     if (u->dev_eval) eval_set_forward(u->ev, device_eval_forward, &u->deval);   // ev NULL (ranks > 0): no-op
     snprintf(u->eval_on, sizeof u->eval_on, "%s %s", u->dev_eval ? u->bimpl->name : "cpu",

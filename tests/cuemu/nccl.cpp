@@ -8,6 +8,9 @@
 //                        that stay pending on the stream; the reduction sums the ranks'
 //                        buffers in rank order (fp32 accumulation), so a rerun with the same
 //                        world size repeats bit for bit
+//   ncclSend / ncclRecv  the same, point to point (one MPI tag of their own, 31000, outside
+//                        the collectives' 0..29999): MPI keeps one pair's messages in posting
+//                        order, which is NCCL's matching rule
 //   ncclCommGetAsyncError
 //                        ncclRemoteError once a peer process of a pending transfer is gone
 //   ncclCommAbort        says what the rank was still waiting for, and from whom
@@ -190,6 +193,22 @@ void post(Coll *c) {
         }
     };
     cm->pending++;
+    if (!strcmp(c->what, "ncclSend") || !strcmp(c->what, "ncclRecv")) {
+        // Point to point: one tag of its own outside the collectives' 0..29999; MPI keeps the
+        // messages of one pair in posting order, which is NCCL's matching rule.
+        const size_t piece = (size_t)1 << 30;
+        const bool snd = !strcmp(c->what, "ncclSend");
+        for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += piece) {
+            const int n = (int)(bytes - off < piece ? bytes - off : piece);
+            MPI_Request r;
+            if (snd) MPI_Isend((char *)c->send + off, n, MPI_BYTE, c->root, 31000, cm->mc, &r);
+            else MPI_Irecv((char *)c->recv + off, n, MPI_BYTE, c->root, 31000, cm->mc, &r);
+            c->reqs.push_back(r);
+            c->req_peer.push_back(c->root);
+            if (bytes == 0) break;
+        }
+        return;
+    }
     if (!strcmp(c->what, "ncclReduce")) {
         if (cm->rank == c->root) {
             c->bufs.resize(cm->nranks);
@@ -220,8 +239,10 @@ ncclResult_t enqueue(Coll *c, cudaStream_t st) {
     ncclComm *cm = c->comm;
     const size_t bytes = c->count * type_size(c->type);
     if (c->root < 0 || c->root >= cm->nranks) return fail(ncclInvalidArgument, "%s: root %d of %d ranks", c->what, c->root, cm->nranks);
-    const bool root = cm->rank == c->root, reads = !strcmp(c->what, "ncclReduce") || root;
-    const bool writes = strcmp(c->what, "ncclReduce") ? true : root;
+    const bool root = cm->rank == c->root, p2p = !strncmp(c->what, "ncclSend", 8) || !strcmp(c->what, "ncclRecv");
+    const bool reads = p2p ? !strcmp(c->what, "ncclSend") : !strcmp(c->what, "ncclReduce") || root;
+    const bool writes = p2p ? !strcmp(c->what, "ncclRecv") : strcmp(c->what, "ncclReduce") ? true : root;
+    if (p2p && c->root == cm->rank) return fail(ncclInvalidArgument, "%s: peer %d is this rank", c->what, c->root);
     if (bytes && reads && !cuemu::is_device_range(c->send, bytes, nullptr))
         return fail(ncclInvalidArgument, "%s: send buffer %p + %zu bytes is not device memory", c->what, c->send, bytes);
     if (bytes && writes && !cuemu::is_device_range(c->recv, bytes, nullptr))
@@ -385,4 +406,12 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t st) {
     return collective("ncclBroadcast", send, recv, count, type, root, comm, st);
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t st) {
+    return collective("ncclSend", send, nullptr, count, type, peer, comm, st);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t st) {
+    return collective("ncclRecv", nullptr, recv, count, type, peer, comm, st);
 }

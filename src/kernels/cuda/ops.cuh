@@ -82,6 +82,15 @@ void attention_backward_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, f
                                 const void *q, const void *k, const void *v, const void *out, const float *lse, DType t,
                                 int B, int T, int NH, int NKV, int D, int window, const int32_t *docs);
 
+// ---- attention_at.cu: context parallelism's chunk of queries at global positions (ops.h
+// attention_forward_at / attention_backward_at); Di: (NH, T) floats of scratch.
+void attention_forward_at_cuda_dt(cudaStream_t st, void *out, float *lse, const void *q, const void *k, const void *v,
+                                  DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk, int window,
+                                  const int32_t *docs);
+void attention_backward_at_cuda_dt(cudaStream_t st, void *dq, void *dk, void *dv, float *Di, const void *dout,
+                                   const void *q, const void *k, const void *v, const float *lse, DType t, int T,
+                                   int p0, int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *docs);
+
 // ---- matmul.cu: cuBLASLt, fp32 accumulation (CUBLAS_COMPUTE_32F, no TF32) ---------------------
 struct CudaGemm {
     cublasLtHandle_t lt;
@@ -129,6 +138,17 @@ void poison_cuda(cudaStream_t st, float *x);   // x[0] = NaN (fault injection)
 
 // The DType of a C++ element type (float or bf16).
 template <typename X> constexpr DType dtype_of() { return sizeof(X) == 2 ? DT_BF16 : DT_F32; }
+
+// ---- cp_nccl.cu: context parallelism's group collectives (dist/dist_cp.h's, on the device)
+struct CpNccl;
+// Join the group's communicator (id: from member 0, ncclGetUniqueId); max_bytes: the largest
+// reduce-scatter's C partials (T * w elements). NULL + err on failure.
+CpNccl *cp_nccl_create(const void *id, int member, int C, size_t max_bytes, char *err, size_t errlen);
+void cp_nccl_destroy(CpNccl *c);
+// dist_cp_allgather_rows / dist_cp_reduce_scatter_rows over device rows of type t.
+void cp_nccl_allgather_rows(CpNccl *c, cudaStream_t st, const void *local, int ld, int w, int T, void *global, DType t);
+void cp_nccl_reduce_scatter_rows(CpNccl *c, cudaStream_t st, const void *global, int T, int w, void *local, int ld,
+                                 DType t);
 
 // ---- nccl.cu: the collectives (one rank per GPU) -------------------------------------------
 struct NcclComm;

@@ -156,6 +156,19 @@ void c_attention_backward(OpsBackend *be, void *dq, void *dk, void *dv, const vo
                                doc_start);
 }
 
+void c_attention_forward_at(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
+                            DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk, int window,
+                            const int32_t *doc_start) {
+    attention_forward_at_cuda_dt(impl(be)->st, out, lse, q, k, v, t, T, p0, NH, NKV, D, ldq, ldk, window, doc_start);
+}
+void c_attention_backward_at(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                             const void *k, const void *v, const float *lse, DType t, int T, int p0, int NH, int NKV,
+                             int D, int ldq, int ldk, int window, const int32_t *doc_start) {
+    float *Di = (float *)scratch(be, S_DI, sizeof(float) * (size_t)NH * T);
+    attention_backward_at_cuda_dt(impl(be)->st, dq, dk, dv, Di, dout, q, k, v, lse, t, T, p0, NH, NKV, D, ldq, ldk,
+                                  window, doc_start);
+}
+
 void c_swiglu_forward(OpsBackend *be, void *out, const void *gu, DType t, int N, int H) {
     swiglu_forward_cuda(impl(be)->st, out, gu, t, N, H);
 }
@@ -271,6 +284,7 @@ Ops make_ops() {
     o.rmsnorm_forward = c_rmsnorm_forward; o.rmsnorm_backward = c_rmsnorm_backward;
     o.rope_forward = c_rope_forward; o.rope_backward = c_rope_backward;
     o.attention_forward = c_attention_forward; o.attention_backward = c_attention_backward;
+    o.attention_forward_at = c_attention_forward_at; o.attention_backward_at = c_attention_backward_at;
     o.swiglu_forward = c_swiglu_forward; o.swiglu_backward = c_swiglu_backward;
     o.lmhead_loss = c_lmhead_loss;
     o.sumsq = c_sumsq; o.scale = c_scale; o.add = c_add; o.adamw = c_adamw; o.adamw_spans = c_adamw_spans;

@@ -20,6 +20,7 @@
 
 #include "dist/dist.h"
 #include "train/backend.h"
+#include "train/cuda/cp_cuda.h"
 #include "train/cuda/cuda_model.h"
 #include "util/common.h"
 
@@ -158,8 +159,17 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     }
     c->shard = c->nccl || tc->world == 1 ? (int)tc->dev_shard : 0;
     choose_recompute(c, m, bf16, max_B, max_T, recompute);
-    c->cm = cuda_model_create_shard(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->shard, c->lo, c->hi, err,
-                                    errlen);
+    if (tc->cp > 1 && !c->nccl)   // the group's K/V exchange is NCCL's (cp_cuda.h)
+        snprintf(err, errlen, "dist.context_parallel %d with train.backend=cuda needs NCCL (not built, or "
+                              "OLMO_CUDA_NCCL=0)", tc->cp);
+    else if (tc->cp > 1 && c->shard)   // cp_cuda_model_create builds the ZeRO-1 device state only
+        snprintf(err, errlen, "dist.context_parallel %d with dist.shard: %s on train.backend=cuda is not built: use "
+                              "dist.shard: optim", tc->cp, c->shard == SHARD_FULL ? "full" : "grads");
+    else if (tc->cp > 1)
+        c->cm = cp_cuda_model_create(tc, max_B, max_T, bf16, c->recompute, c->lo, c->hi, err, errlen);
+    else
+        c->cm = cuda_model_create_shard(&m->cfg, &m->table, max_B, max_T, bf16, c->recompute, c->shard, c->lo, c->hi,
+                                        err, errlen);
     // All ranks fail together (a rank out of memory must not leave the others waiting in
     // the NCCL set-up below).
     const int failed = c->cm == NULL;

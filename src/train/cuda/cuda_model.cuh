@@ -38,6 +38,10 @@ struct CudaModel {
     int world = 1, rank = 0;
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
     NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only
+    // context parallelism (cuda_model_create_cp): the graph's group and its NCCL collectives
+    GraphCP cp = {};
+    CpNccl *cpc = nullptr;
+    GraphCPColl cpcoll = {};
     std::vector<void *> ptrs;     // the state buffers, for cudaFree
     // dist.shard on the device (fsdp_cuda.cu): 0 optim (ZeRO-1), 1 grads, 2 full. With 1 or 2
     // grad is the shard's reduced gradient followed by one part buffer; with 2 master, m, v

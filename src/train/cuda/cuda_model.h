@@ -44,6 +44,18 @@ CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int ma
 // range is the rank's shard, and cuda_nccl_init must follow before any step).
 CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
                                    int recompute, int shard, size_t opt_lo, size_t opt_hi, char *err, size_t errlen);
+// Context parallelism (dist.context_parallel: C; graph.h graph_init_cp): member `member`
+// of its group of C ranks holds T / C rows of each max_T-token instance; K/V travel over
+// the group's own NCCL communicator (id: its member 0's unique id; kernels/cuda/cp_nccl.cu).
+// cuda_forward_backward then takes whole instances (T = max_T) and computes the member's
+// rows; the weight gradient is the member's part of the sum.
+typedef struct {
+    int C, member, head_stride;
+    const void *id;
+} CudaCP;
+CudaModel *cuda_model_create_cp(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int bf16,
+                                int recompute, size_t opt_lo, size_t opt_hi, const CudaCP *cp, char *err,
+                                size_t errlen);
 void cuda_model_destroy(CudaModel *cm);
 // Wait for all queued device work.
 void cuda_sync(CudaModel *cm);

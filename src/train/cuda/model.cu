@@ -80,7 +80,11 @@ static bool model_init(CudaModel *b) {
     b->bytes += sb;
     // recompute keeps every layer's attention output and lse when they fit (the recompute then
     // skips attention), else only the block inputs (graph.h)
-    if (graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, b->recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0)) {
+    if (b->cp.C > 1) {   // context parallelism: the member's T / C rows (no fallback to RECOMPUTE_ALL)
+        if (graph_init_cp(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0,
+                          &b->cp))
+            return false;
+    } else if (graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, b->recompute ? GRAPH_RECOMPUTE_KEEP_ATT : 0)) {
         if (!b->recompute ||
             graph_init(&b->graph, b->be, &b->cfg, b->table, b->max_B, b->max_T, GRAPH_RECOMPUTE_ALL))
             return false;
@@ -161,13 +165,39 @@ size_t cuda_device_free_bytes(void) {
     return fr;
 }
 
+// ---- context parallelism: the graph's collectives over the group's NCCL communicator -------
+static void cp_gather(void *ctx, const void *local, int ld, int w, int T, void *global, DType t) {
+    CudaModel *b = (CudaModel *)ctx;
+    cp_nccl_allgather_rows(b->cpc, b->st, local, ld, w, T, global, t);
+}
+static void cp_scatter(void *ctx, const void *global, int T, int w, void *local, int ld, DType t) {
+    CudaModel *b = (CudaModel *)ctx;
+    cp_nccl_reduce_scatter_rows(b->cpc, b->st, global, T, w, local, ld, t);
+}
+
+static CudaModel *create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
+                         int recompute, int shard, size_t opt_lo, size_t opt_hi, const CudaCP *cp, char *err,
+                         size_t errlen);
+
 CudaModel *cuda_model_create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
                              int recompute, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
-    return cuda_model_create_shard(cfg, t, max_B, max_T, use_bf16, recompute, 0, opt_lo, opt_hi, err, errlen);
+    return create(cfg, t, max_B, max_T, use_bf16, recompute, 0, opt_lo, opt_hi, NULL, err, errlen);
 }
 
 CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
                                    int recompute, int shard, size_t opt_lo, size_t opt_hi, char *err, size_t errlen) {
+    return create(cfg, t, max_B, max_T, use_bf16, recompute, shard, opt_lo, opt_hi, NULL, err, errlen);
+}
+
+CudaModel *cuda_model_create_cp(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
+                                int recompute, size_t opt_lo, size_t opt_hi, const CudaCP *cp, char *err,
+                                size_t errlen) {
+    return create(cfg, t, max_B, max_T, use_bf16, recompute, 0, opt_lo, opt_hi, cp, err, errlen);
+}
+
+static CudaModel *create(const ModelConfig *cfg, const ParamTable *t, int max_B, int max_T, int use_bf16,
+                         int recompute, int shard, size_t opt_lo, size_t opt_hi, const CudaCP *cp, char *err,
+                         size_t errlen) {
     if (!cuda_device_count(err, errlen)) return NULL;
     if (!attention_head_dim_supported(cfg->head_dim)) {
         snprintf(err, errlen, "CUDA backend: head_dim %d not supported (16, 32, 64, 128)", cfg->head_dim);
@@ -196,6 +226,18 @@ CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, 
     b->ohi = opt_hi;
     b->be = be;
     b->st = ops_cuda_stream(be);
+    if (cp && cp->C > 1) {
+        const size_t part = (size_t)max_T * cp->head_stride * cfg->head_dim * (use_bf16 ? 2 : 4);
+        b->cpc = cp_nccl_create(cp->id, cp->member, cp->C, part, err, errlen);
+        if (!b->cpc) {   // nothing else allocated yet (the graph is not initialized)
+            ops_destroy(be);
+            delete b;
+            return NULL;
+        }
+        b->bytes += part;
+        b->cpcoll = GraphCPColl{cp_gather, cp_scatter, b};
+        b->cp = GraphCP{cp->C, cp->member, max_T, cp->head_stride, &b->cpcoll};
+    }
     if (!model_init(b)) {
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
@@ -206,7 +248,7 @@ CudaModel *cuda_model_create_shard(const ModelConfig *cfg, const ParamTable *t, 
     }
     CudaMemPlan plan;
     cuda_mem_plan_shard(cfg, t, max_B, max_T, use_bf16, recompute, shard, opt_lo, opt_hi, &plan);
-    if ((double)b->bytes != plan.total && b->graph.recompute != GRAPH_RECOMPUTE_ALL)
+    if ((double)b->bytes != plan.total && b->graph.recompute != GRAPH_RECOMPUTE_ALL && b->cp.C <= 1)
         fprintf(stderr, "olmo: note: CUDA allocated %zu bytes, the memory plan (olmo info) says %.0f\n", b->bytes,
                 plan.total);
     return b;
@@ -217,6 +259,7 @@ void cuda_model_destroy(CudaModel *b) {
     cudaStreamSynchronize(b->st);
     shard_destroy(b->sh);
     nccl_comm_destroy(b->comm);
+    cp_nccl_destroy(b->cpc);
     graph_free(&b->graph);
     state_free(b);
     ops_destroy(b->be);
@@ -257,6 +300,10 @@ LossSums cuda_forward_backward(CudaModel *cm, const int32_t *inputs, const int32
                                float z_coef, float inv_count, int want_grads, float *logits_out, float *tok_ce) {
     GraphParams p = {cm->w, &cm->nv, want_grads ? cm->grad : NULL, cm->grad_acc};
     if (cm->sh) shard_bind(cm->sh, &p);   // dist.shard: weights and gradients part by part
+    if (cm->cp.C > 1) {   // whole instances in; this member's rows computed (graph.h)
+        if (T != cm->cp.T) die("CUDA context parallelism: T=%d, the group's instances have %d tokens", T, cm->cp.T);
+        return graph_forward_backward_cp(&cm->graph, &p, inputs, targets, B, z_coef, inv_count, logits_out, tok_ce);
+    }
     return graph_forward_backward(&cm->graph, &p, inputs, targets, B, T, z_coef, inv_count, logits_out, tok_ce);
 }
 

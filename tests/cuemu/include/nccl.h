@@ -39,4 +39,8 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
                         ncclComm_t comm, cudaStream_t st);
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t st);
+// Point to point (context parallelism's K/V exchange, cp_nccl.cu): matched per pair of
+// ranks in the order they are posted, as NCCL does.
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t st);
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t st);
 const char *ncclGetErrorString(ncclResult_t r);
