@@ -100,10 +100,8 @@ void rmsnorm_backward_cuda(cudaStream_t st, void *dinp, DType din_t, float *dw, 
     DT_DISPATCH(dout_t, TD, DT_DISPATCH(in_t, TI, {
         if (norm_parts_fit(C)) {   // one pass: dx and the chunk partials (bitwise the two kernels below)
             DT_DISPATCH(din_t, TO,
-                rmsnorm_bwd_parts_kernel<DyPlain<TD>, TI, TO><<<NORM_PARTS, 256, sizeof(double) * C, st>>>(
-                    (TO *)dinp, part, DyPlain<TD>{(const TD *)dout, dout_stride}, (const TI *)inp, w, rstd, N, C,
-                    NORM_PARTS, in_stride, din_stride));
-            CUDA_LAUNCH_CHECK();
+                norm_bwd_parts_launch(st, (TO *)dinp, part, DyPlain<TD>{(const TD *)dout, dout_stride},
+                                      (const TI *)inp, w, rstd, N, C, in_stride, din_stride));
         } else {   // rows too wide for the partials in shared memory: dx per row, then the partials
             if (N > 0) {
                 DT_DISPATCH(din_t, TO,

@@ -140,11 +140,21 @@ void c_rope_backward(OpsBackend *be, void *dx, DType t, const float *cos_t, cons
     rope_cuda(impl(be)->st, dx, t, cos_t, sin_t, B, T, H, D, -1.0f);
 }
 
-// The fused QK-norm + RoPE + V split; its backward falls back to the unfused ops where
-// rmsnorm_bwd_parts_kernel's partials of a q row would not fit shared memory (bitwise the same).
+// The fused QK-norm + RoPE + V split; forward and backward fall back to the unfused ops
+// (bitwise the same) where a row would not fit their shared memory.
 void c_qkv_split_forward(OpsBackend *be, void *q, void *k, void *v, float *q_rstd, float *k_rstd, const void *qkv,
                          DType t, const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
                          int B, int T, int NH, int NKV, int D, float eps) {
+    if (qkv_split_fwd_smem(NH, NKV, D) > 48 * 1024) {   // rows too wide to stage: the unfused chain
+        const int N = B * T, Q = NH * D, KV = NKV * D, ld = Q + 2 * KV;
+        const size_t es = dtype_size(t);
+        c_rmsnorm_forward(be, q, t, NULL, q_rstd, qkv, t, q_norm, NULL, N, Q, ld, Q, eps);
+        c_rmsnorm_forward(be, k, t, NULL, k_rstd, (const char *)qkv + Q * es, t, k_norm, NULL, N, KV, ld, KV, eps);
+        copy_cols_cuda(impl(be)->st, v, qkv, t, N, KV, KV, 0, ld, Q + KV);
+        c_rope_forward(be, q, t, cos_t, sin_t, B, T, NH, D);
+        c_rope_forward(be, k, t, cos_t, sin_t, B, T, NKV, D);
+        return;
+    }
     qkv_split_forward_cuda(impl(be)->st, q, k, v, q_rstd, k_rstd, qkv, t, q_norm, k_norm, cos_t, sin_t, B, T, NH, NKV,
                            D, eps);
 }
