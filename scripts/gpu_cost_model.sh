@@ -20,6 +20,9 @@
 #      assumed fraction of the tensor peak (cuBLASLt is not counted; 60/70/80% shown), the
 #      memory-bound kernels at the bytes an analytic count says they move, and the bench's
 #      step (that micro-batch plus the whole model's optimizer pass);
+#   5. the kernel launches of one micro-batch of the 7B's graph, counted: build-emu/olmo
+#      trains one step of olmo3-tiny with 32 layers and recompute (the launch count does not
+#      depend on the widths, bar the LM head's 1024-token chunks) under CUEMU_COST=1;
 # and prints PREDICT lines (attention, per layer and per micro-batch; the step) that
 # scripts/gpu-check.sh prints beside the measured times. OUT (default
 # docs/gpu_cost_model.txt): the whole report, written atomically.
@@ -31,14 +34,18 @@ OUTF=${2:-docs/gpu_cost_model.txt}
 case $TE in ''|*[!0-9]*) echo "gpu_cost_model.sh: T_EMU '$TE' is not a token count" >&2; exit 2;; esac
 [ "$TE" -ge 256 ] && [ "$TE" -le 8192 ] && [ $((TE % 128)) = 0 ] || { echo "gpu_cost_model.sh: T_EMU $TE: want a multiple of 128 in [256, 8192]" >&2; exit 2; }
 B=build-emu
-make -s CUDA_EMU=1 BUILD=$B -j2 $B/tests/test_cuemu_cost $B/tests/test_backend_ops >/dev/null 2>&1 ||
+make -s CUDA_EMU=1 BUILD=$B -j2 $B/olmo $B/tests/test_cuemu_cost $B/tests/test_backend_ops >/dev/null 2>&1 ||
   { echo "gpu_cost_model.sh: the emulated build (make CUDA_EMU=1 BUILD=$B) failed" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
 $B/tests/test_cuemu_cost table "$TE" "$((TE / 2))" >"$tmp/attn.txt"
 CUEMU_COST=1 CUEMU_COST_OUT="$tmp/ops.txt" $B/tests/test_backend_ops >"$tmp/ops.log" 2>&1 ||
   { tail -20 "$tmp/ops.log"; echo "gpu_cost_model.sh: test_backend_ops under the cost model failed" >&2; exit 1; }
-/usr/bin/python3 - "$TE" "$tmp/attn.txt" "$tmp/ops.txt" >"$tmp/report.txt" <<'EOF'
+/usr/bin/python3 -c "import struct; open('$tmp/tok.npy', 'wb').write(struct.pack('<4096I', *[(i * 7919) % 1000 for i in range(4096)]))"
+printf 'model: {preset: olmo3-tiny, n_layers: 32}\ntrain: {seq_len: 64, global_batch: 2, micro_batch: 2, max_steps: 1}\ndata: {paths: [%s]}\nckpt: {interval: 0}\neval: {off: true}\n' "$tmp/tok.npy" >"$tmp/l32.yml"
+CUEMU_COST=1 CUEMU_COST_OUT="$tmp/l32.txt" $B/olmo train "$tmp/l32.yml" train.run_dir="$tmp/l32" train.backend=cuda \
+  train.recompute=on >"$tmp/l32.log" 2>&1 || { tail -20 "$tmp/l32.log"; echo "gpu_cost_model.sh: the 32-layer emulated step failed" >&2; exit 1; }
+/usr/bin/python3 - "$TE" "$tmp/attn.txt" "$tmp/ops.txt" "$tmp/l32.txt" >"$tmp/report.txt" <<'EOF'
 import sys, re
 TE = int(sys.argv[1])
 T7, H7, LFULL, LSLIDE, W7 = 8192, 32, 8, 24, 4096
@@ -183,6 +190,19 @@ print('PREDICT step_7b micro_batch_s %.3f tokens_per_s %.0f mfu_window %.1f%% mf
 NP = L7 * (w_layer + 4 * D7) + 2 * V7 * D7 + D7   # + 4 norms a layer, embedding, head, final norm
 t_opt = NP * (4 + 4 + 30) / (HBM * HBM_EFF)
 print('PREDICT bench_step_s %.3f (micro-batch %.3f + the optimizer over %.2fB parameters %.3f)' % (t_mb + t_opt, t_mb, NP / 1e9, t_opt))
+# 5. launches: every kernel of the step's table but the optimizer's (sumsq, adamw*) and the
+# one cast of the weights to bf16 before the first step
+launches, per = 0, []
+for line in open(sys.argv[4]).readlines()[2:]:
+    f = line.split()
+    if not f or f[0].startswith(('sumsq', 'adamw')):
+        continue
+    n = int(line[line.index(']') + 1:].split()[0])
+    launches += n
+    per.append('%s %d' % (f[0], n))
+print('non-GEMM kernel launches a micro-batch of the 7B graph (32 layers, recompute; counted, the weight cast taken off): %d'
+      % (launches - 1))
+print('  ' + ', '.join(per))
 print()
 print('every kernel: tests/test_backend_ops under the emulation (each op forward and backward, fp32 and bf16, small shapes);')
 print('gld/gst MB against the bytes a kernel needs tell its sector efficiency; est_us is not a 7B time')
