@@ -462,6 +462,11 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
         doc_starts_from_tokens(inputs, B, T, c->eos_id, g->host_i32);   // (B, T)
         o->upload(be, g->doc, g->host_i32, sizeof(int32_t) * N);
     }
+    // The targets beside the inputs, where the device queue is drained anyway: an upload waits
+    // for the queue (the host buffer may be reused at once), so after the forward it would
+    // stall the host until the forward finished.
+    const int head_on_device = p->grad || logits_out;
+    if (head_on_device) o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
 
     // ---- forward ----
     need(p, GRAPH_PART_EMBED, 0);
@@ -474,8 +479,7 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
     float *xL = g->res + (size_t)d.L * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
-    if (!p->grad && !logits_out) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
-    o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
+    if (!head_on_device) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
     float *gr = p->grad;
     LossSums sums = o->lmhead_loss(be, gr ? g->dxf : NULL, gr ? gr + g->off.lm_head : NULL, p->acc, g->xf,
                                    W(p, g->off.lm_head, t), t, g->tgt, d.N, d.C, c->padded_vocab, z_coef, inv_count,
