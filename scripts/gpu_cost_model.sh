@@ -20,6 +20,9 @@
 #      assumed fraction of the tensor peak (cuBLASLt is not counted; 60/70/80% shown), the
 #      memory-bound kernels at the bytes an analytic count says they move, and the bench's
 #      step (that micro-batch plus the whole model's optimizer pass);
+#   5. the kernel launches of one micro-batch of the 7B's graph, counted: build-emu/olmo
+#      trains one step of olmo3-tiny with 32 layers and recompute (the launch count does not
+#      depend on the widths, bar the LM head's 1024-token chunks) under CUEMU_COST=1;
 # and prints PREDICT lines (attention, per layer and per micro-batch; the step) that
 # scripts/gpu-check.sh prints beside the measured times. OUT (default
 # docs/gpu_cost_model.txt): the whole report, written atomically.
@@ -31,14 +34,18 @@ OUTF=${2:-docs/gpu_cost_model.txt}
 case $TE in ''|*[!0-9]*) echo "gpu_cost_model.sh: T_EMU '$TE' is not a token count" >&2; exit 2;; esac
 [ "$TE" -ge 256 ] && [ "$TE" -le 8192 ] && [ $((TE % 128)) = 0 ] || { echo "gpu_cost_model.sh: T_EMU $TE: want a multiple of 128 in [256, 8192]" >&2; exit 2; }
 B=build-emu
-make -s CUDA_EMU=1 BUILD=$B -j2 $B/tests/test_cuemu_cost $B/tests/test_backend_ops >/dev/null 2>&1 ||
+make -s CUDA_EMU=1 BUILD=$B -j2 $B/olmo $B/tests/test_cuemu_cost $B/tests/test_backend_ops >/dev/null 2>&1 ||
   { echo "gpu_cost_model.sh: the emulated build (make CUDA_EMU=1 BUILD=$B) failed" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
 $B/tests/test_cuemu_cost table "$TE" "$((TE / 2))" >"$tmp/attn.txt"
 CUEMU_COST=1 CUEMU_COST_OUT="$tmp/ops.txt" $B/tests/test_backend_ops >"$tmp/ops.log" 2>&1 ||
   { tail -20 "$tmp/ops.log"; echo "gpu_cost_model.sh: test_backend_ops under the cost model failed" >&2; exit 1; }
-/usr/bin/python3 - "$TE" "$tmp/attn.txt" "$tmp/ops.txt" >"$tmp/report.txt" <<'EOF'
+/usr/bin/python3 -c "import struct; open('$tmp/tok.npy', 'wb').write(struct.pack('<4096I', *[(i * 7919) % 1000 for i in range(4096)]))"
+printf 'model: {preset: olmo3-tiny, n_layers: 32}\ntrain: {seq_len: 64, global_batch: 2, micro_batch: 2, max_steps: 1}\ndata: {paths: [%s]}\nckpt: {interval: 0}\neval: {off: true}\n' "$tmp/tok.npy" >"$tmp/l32.yml"
+CUEMU_COST=1 CUEMU_COST_OUT="$tmp/l32.txt" $B/olmo train "$tmp/l32.yml" train.run_dir="$tmp/l32" train.backend=cuda \
+  train.recompute=on >"$tmp/l32.log" 2>&1 || { tail -20 "$tmp/l32.log"; echo "gpu_cost_model.sh: the 32-layer emulated step failed" >&2; exit 1; }
+/usr/bin/python3 - "$TE" "$tmp/attn.txt" "$tmp/ops.txt" "$tmp/l32.txt" >"$tmp/report.txt" <<'EOF'
 import sys, re
 TE = int(sys.argv[1])
 T7, H7, LFULL, LSLIDE, W7 = 8192, 32, 8, 24, 4096
@@ -128,12 +135,36 @@ di_s = (di['gld'] + di['gst']) * T7 * H7 / TE / HBM * L7 if di else 0.0
 w_layer = D7 * 3 * D7 + D7 * D7 + D7 * 2 * F7 + F7 * D7   # qkv, o, MLP up (gate + up), down
 gemm_fwd = 2.0 * T7 * (L7 * w_layer + V7 * D7)
 gemm = gemm_fwd * 3 + 2.0 * T7 * L7 * w_layer   # forward, backward (2x), the recompute's forward
-X, Y = T7 * D7 * 2, T7 * F7 * 2                 # one (T, d) and one (T, MLP) bf16 tensor
-# a layer's forward: QK-norm q, k (read + write each) 4X, RoPE q, k in place 4X, the two
-# post-norms with their fp32 residual (read out, read + write fp32 resid, write bf16) 2 x 6X,
-# SwiGLU (read gate + up, write) 3Y; the backward about twice; the recompute once more
-mem_layer = (4 + 4 + 12) * X + 3 * Y
-mem = L7 * mem_layer * (1 + 2 + 1) + 3 * T7 * V7 * 4   # + the LM head's fp32 logits, dlogits
+# The memory-bound kernels: the bytes each must move (every tensor read or written once a
+# kernel; what a kernel re-reads of its own rows is taken to hit L1/L2), a layer, before and
+# after issue 38's fusions (src/model/graph.c, kernels/cuda/qkv_split.cu, norm.cu).
+# E: one (T, d) tensor's elements (d = Q = KV for the 7B's MHA), Hn: one (T, MLP); bf16
+# activations (2 B), the fp32 residual stream and gradient (4 B); PARTS: the norm
+# weight-gradient partials (doubles, written and read once), 64 before, 264 after.
+E, Hn = T7 * D7, T7 * F7
+def norm_dw(parts): return 2 * 8 * parts * D7
+swiglu_f, swiglu_b = 6 * Hn, 10 * Hn        # gu read, out written; dout + gu read, dgu written
+def mem_model(fused):
+    cast = 6 * E                             # x fp32 read, its bf16 copy written
+    # QK-norm (qkv slice read, q/k written), the V copy, RoPE in place on q and k; fused: qkv
+    # read once, q, k, v written once
+    qkv_f = 12 * E if fused else 8 * E + 4 * E + 8 * E
+    attn_norm = 12 * E                       # ao read, x (fp32) read, h fp32 + bf16 written
+    mlp_norm = 10 * E + (2 * E if fused else 0)   # mo, h read, y written (+ the next block's bf16 x)
+    first = cast if fused else 0             # fused: only the first block casts (and the recompute)
+    fwd = (qkv_f + attn_norm + swiglu_f + mlp_norm + (0 if fused else cast)) * L7 + first - (2 * E if fused else 0)
+    rec = (cast + qkv_f + attn_norm + swiglu_f + 10 * E) * (L7 - 1)
+    # a norm backward: dy, x read, dx written (+ dy, x read again by the unfused partial kernel)
+    nb_res = (4 + 2 + 2) * E + (0 if fused else 6 * E)          # the post-norms: dy fp32
+    nb_qk = (2 + 2 + 2) * E + (0 if fused else 4 * E)           # QK-norm: dy bf16
+    rope_b = 0 if fused else 8 * E                               # RoPE backward in place on dq, dk
+    parts = norm_dw(264 if fused else 64)
+    bwd = (2 * nb_res + swiglu_b + rope_b + 2 * nb_qk + 4 * E + 4 * parts) * L7
+    return fwd + rec + bwd, (fwd, rec, bwd)
+head = 3 * T7 * V7 * 4                       # the LM head's fp32 logits, dlogits
+mem_before, parts_before = mem_model(False)
+mem_after, parts_after = mem_model(True)
+mem = mem_after + head
 t_gemm, t_mem = gemm / (PEAK * GEMM_EFF), mem / (HBM * HBM_EFF)
 t_attn = fwd + bwd + di_s
 t_mb = t_gemm + t_attn + t_mem
@@ -143,6 +174,10 @@ tok_s = T7 / t_mb
 print('7B micro-batch (B 1, T %d, recompute): GEMMs %.1f TFLOP at %.0f%% of %.0f TFLOP/s (assumed) %.3f s; attention'
       ' (counted) %.3f s + Di %.3f s; memory-bound kernels %.0f GB (analytic) at %.0f%% of %.2f TB/s %.3f s'
       % (T7, gemm / 1e12, GEMM_EFF * 100, PEAK / 1e12, t_gemm, fwd + bwd, di_s, mem / 1e9, HBM_EFF * 100, HBM / 1e12, t_mem))
+print('memory-bound kernels, bytes they must move (analytic, per micro-batch): before the fusions %.1f GB (forward %.1f,'
+      ' recompute %.1f, backward %.1f), after %.1f GB (%.1f, %.1f, %.1f); + the LM head %.1f GB'
+      % ((mem_before + head) / 1e9, *(x / 1e9 for x in parts_before), (mem_after + head) / 1e9,
+         *(x / 1e9 for x in parts_after), head / 1e9))
 for eff in (0.6, 0.8):
     t = gemm / (PEAK * eff) + t_attn + t_mem
     print('  with GEMMs at %.0f%%: %.3f s, MFU %.1f%% (window-aware) / %.1f%% (plain)'
@@ -155,6 +190,19 @@ print('PREDICT step_7b micro_batch_s %.3f tokens_per_s %.0f mfu_window %.1f%% mf
 NP = L7 * (w_layer + 4 * D7) + 2 * V7 * D7 + D7   # + 4 norms a layer, embedding, head, final norm
 t_opt = NP * (4 + 4 + 30) / (HBM * HBM_EFF)
 print('PREDICT bench_step_s %.3f (micro-batch %.3f + the optimizer over %.2fB parameters %.3f)' % (t_mb + t_opt, t_mb, NP / 1e9, t_opt))
+# 5. launches: every kernel of the step's table but the optimizer's (sumsq, adamw*) and the
+# one cast of the weights to bf16 before the first step
+launches, per = 0, []
+for line in open(sys.argv[4]).readlines()[2:]:
+    f = line.split()
+    if not f or f[0].startswith(('sumsq', 'adamw')):
+        continue
+    n = int(line[line.index(']') + 1:].split()[0])
+    launches += n
+    per.append('%s %d' % (f[0], n))
+print('non-GEMM kernel launches a micro-batch of the 7B graph (32 layers, recompute; counted, the weight cast taken off): %d'
+      % (launches - 1))
+print('  ' + ', '.join(per))
 print()
 print('every kernel: tests/test_backend_ops under the emulation (each op forward and backward, fp32 and bf16, small shapes);')
 print('gld/gst MB against the bytes a kernel needs tell its sector efficiency; est_us is not a 7B time')

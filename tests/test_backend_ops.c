@@ -225,6 +225,67 @@ static void test_rope(int B, int T, int H, int D, int yarn) {
     free(cs), free(sn), free(x), free(dx);
 }
 
+// The fused QK-norm + RoPE + V split (a backend with qkv_split_*; the CPU has none) against
+// the same backend's unfused chain, bitwise: both directions, dw accumulating.
+static void test_qkv_split(int B, int T, int NH, int NKV, int D) {
+    if (!OPS->qkv_split_forward) return;
+    const DType t = ACT;
+    const int N = B * T, Q = NH * D, KV = NKV * D, ld = Q + 2 * KV;
+    const float eps = 1e-6f;
+    float *cs = malloc(sizeof(float) * T * D / 2), *sn = malloc(sizeof(float) * T * D / 2);
+    rope_tables(cs, sn, T, D, 500000.0, NULL);
+    float *qkv = rand_vec((size_t)N * ld, 2), *wq = rand_vec(Q, 1), *wk = rand_vec(KV, 1), *dw0 = rand_vec(Q + KV, 1);
+    float *dq = rand_vec((size_t)N * Q, 1), *dk = rand_vec((size_t)N * KV, 1), *dv = rand_vec((size_t)N * KV, 1);
+    void *CS = to_dev(cs, (size_t)T * D / 2, DT_F32), *SN = to_dev(sn, (size_t)T * D / 2, DT_F32);
+    void *X = to_dev(qkv, (size_t)N * ld, t), *WQ = to_dev(wq, Q, DT_F32), *WK = to_dev(wk, KV, DT_F32);
+    void *out[2][5], *grad[2][5];   // [fused?][q k v q_rstd k_rstd], [dqkv dwq dwk dq dk]
+    for (int f = 0; f < 2; f++) {
+        out[f][0] = OPS->alloc(BE, (size_t)N * Q * dtype_size(t));
+        out[f][1] = OPS->alloc(BE, (size_t)N * KV * dtype_size(t));
+        out[f][2] = OPS->alloc(BE, (size_t)N * KV * dtype_size(t));
+        out[f][3] = OPS->alloc(BE, 4 * (size_t)N), out[f][4] = OPS->alloc(BE, 4 * (size_t)N);
+        grad[f][0] = OPS->alloc(BE, (size_t)N * ld * dtype_size(t));
+        grad[f][1] = to_dev(dw0, Q, DT_F32), grad[f][2] = to_dev(dw0 + Q, KV, DT_F32);
+        grad[f][3] = to_dev(dq, (size_t)N * Q, t), grad[f][4] = to_dev(dk, (size_t)N * KV, t);
+    }
+    void *DV = to_dev(dv, (size_t)N * KV, t);
+    void **u = out[0], **g = grad[0];
+    OPS->rmsnorm_forward(BE, u[0], t, NULL, u[3], X, t, WQ, NULL, N, Q, ld, Q, eps);
+    OPS->rmsnorm_forward(BE, u[1], t, NULL, u[4], (char *)X + (size_t)Q * dtype_size(t), t, WK, NULL, N, KV, ld, KV, eps);
+    OPS->copy_cols(BE, u[2], X, t, N, KV, KV, 0, ld, Q + KV);
+    OPS->rope_forward(BE, u[0], t, CS, SN, B, T, NH, D);
+    OPS->rope_forward(BE, u[1], t, CS, SN, B, T, NKV, D);
+    OPS->rope_backward(BE, g[3], t, CS, SN, B, T, NH, D);
+    OPS->rope_backward(BE, g[4], t, CS, SN, B, T, NKV, D);
+    OPS->rmsnorm_backward(BE, g[0], t, g[1], 1, g[3], t, X, t, WQ, u[3], N, Q, Q, ld, ld);
+    OPS->rmsnorm_backward(BE, (char *)g[0] + (size_t)Q * dtype_size(t), t, g[2], 1, g[4], t,
+                          (char *)X + (size_t)Q * dtype_size(t), t, WK, u[4], N, KV, KV, ld, ld);
+    OPS->copy_cols(BE, g[0], DV, t, N, KV, ld, Q + KV, KV, 0);
+    void **F = out[1], **G = grad[1];
+    TIMED(OPS->qkv_split_forward(BE, F[0], F[1], F[2], F[3], F[4], X, t, WQ, WK, CS, SN, B, T, NH, NKV, D, eps));
+    TIMED(OPS->qkv_split_backward(BE, G[0], G[1], G[2], 1, G[3], G[4], DV, X, t, WQ, WK, F[3], F[4], CS, SN, B, T, NH,
+                                  NKV, D));
+    const double tol = g_case.tol;
+    g_case.tol = 0;
+    static const char *const on[5] = {"q", "k", "v", "q_rstd", "k_rstd"}, *const gn[3] = {"dqkv", "dq_norm", "dk_norm"};
+    const size_t no[5] = {(size_t)N * Q, (size_t)N * KV, (size_t)N * KV, N, N}, ng[3] = {(size_t)N * ld, Q, KV};
+    for (int i = 0; i < 5; i++) {
+        float *ref = from_dev(u[i], no[i], i < 3 ? t : DT_F32);
+        expect("qkv_split_forward (= the unfused chain, bitwise)", on[i], F[i], i < 3 ? t : DT_F32, ref, no[i]);
+        free(ref);
+    }
+    for (int i = 0; i < 3; i++) {
+        float *ref = from_dev(g[i], ng[i], i ? DT_F32 : t);
+        expect("qkv_split_backward (= the unfused chain, bitwise)", gn[i], G[i], i ? DT_F32 : t, ref, ng[i]);
+        free(ref);
+    }
+    g_case.tol = tol;
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 5; i++) dfree(out[f][i]), dfree(grad[f][i]);
+    dfree(CS), dfree(SN), dfree(X), dfree(WQ), dfree(WK), dfree(DV);
+    free(cs), free(sn), free(qkv), free(wq), free(wk), free(dw0), free(dq), free(dk), free(dv);
+}
+
 static void test_attention(int B, int T, int NH, int NKV, int D, int window, int docs) {
     const DType t = ACT;
     size_t nq = (size_t)B * T * NH * D, nk = (size_t)B * T * NKV * D;
@@ -565,6 +626,8 @@ static void c_rmsnorm(const int *a) { test_rmsnorm(a[0], a[1], a[2], a[3]); }
 static double w_rmsnorm(const int *a) { return (double)a[0] * a[1] * (5 * es() + (a[3] ? 8 : 0) + 4); }
 static void c_rope(const int *a) { test_rope(a[0], a[1], a[2], a[3], a[4]); }
 static double w_rope(const int *a) { return 4.0 * a[0] * a[1] * a[2] * a[3] * es() + 8.0 * a[1] * a[3]; }
+static void c_qkv_split(const int *a) { test_qkv_split(a[0], a[1], a[2], a[3], a[4]); }
+static double w_qkv_split(const int *a) { return 6.0 * a[0] * a[1] * (a[2] + 2 * a[3]) * a[4] * es(); }
 static void c_attention(const int *a) { test_attention(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); }
 // forward: S = QK^T and O = PV (2 matmuls), backward: 5 (S again, dP, dV, dQ, dK)
 static double w_attention(const int *a) { return 14.0 * a[0] * a[2] * a[4] * pairs(a[1], a[5], 0); }
@@ -597,8 +660,16 @@ static const OpCase CASES[] = {
     {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {64, 40, 24}, "N=64 C=40 OC=24", 0},
     {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {33, 32, 64, 0}, "N=33 C=32 stride=64 (q-norm slice)", 0},
     {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {33, 48, 48, 1}, "N=33 C=48 + residual", 0},
+    {"rmsnorm", "rmsnorm_forward rmsnorm_backward", c_rmsnorm, w_rmsnorm, 1, {600, 40, 40, 1},
+     "N=600 C=40 + residual (rows > NORM_PARTS: chunks of 2 and 3 rows)", 0},
     {"rope", "rope_forward rope_backward", c_rope, w_rope, 1, {2, 33, 3, 16, 0}, "B=2 T=33 H=3 D=16", 0},
     {"rope", "rope_forward rope_backward", c_rope, w_rope, 1, {1, 33, 2, 32, 1}, "B=1 T=33 H=2 D=32 YaRN", 0},
+    {"qkv_split", "qkv_split_forward qkv_split_backward", c_qkv_split, w_qkv_split, 1, {2, 33, 4, 2, 16},
+     "B=2 T=33 NH=4 NKV=2 D=16 (GQA 2:1)", 0},
+    {"qkv_split", "qkv_split_forward qkv_split_backward", c_qkv_split, w_qkv_split, 1, {1, 600, 2, 1, 16},
+     "B=1 T=600 NH=2 NKV=1 D=16 (rows > NORM_PARTS: chunks of 2 and 3 rows)", 0},
+    {"qkv_split", "qkv_split_forward qkv_split_backward", c_qkv_split, w_qkv_split, 1, {1, 5, 49, 7, 128},
+     "B=1 T=5 NH=49 NKV=7 D=128 (q rows past the shared-memory partials: the unfused fallback)", 0},
     {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {2, 33, 4, 2, 16, 33, 0},
      "B=2 T=33 NH=4 NKV=2 D=16 window=33 (GQA 2:1, T not a tile multiple)", 0},
     {"attention", "attention_forward attention_backward", c_attention, w_attention, 0, {1, 33, 2, 2, 16, 1, 0},
@@ -636,7 +707,8 @@ static const struct {
     ENTRY(alloc), ENTRY(free), ENTRY(upload), ENTRY(download), ENTRY(zero), ENTRY(sync), ENTRY(destroy),
     ENTRY(cast), ENTRY(copy_cols), ENTRY(gather_rows), ENTRY(embedding_forward), ENTRY(embedding_backward),
     ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
-    ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(attention_forward), ENTRY(attention_backward),
+    ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(qkv_split_forward), ENTRY(qkv_split_backward),
+    ENTRY(attention_forward), ENTRY(attention_backward),
     ENTRY(attention_forward_kv), ENTRY(attention_forward_at), ENTRY(attention_backward_at), ENTRY(swiglu_forward),
     ENTRY(swiglu_backward), ENTRY(lmhead_loss), ENTRY(sumsq), ENTRY(scale), ENTRY(add), ENTRY(adamw), ENTRY(adamw_spans),
 };

@@ -55,13 +55,13 @@ read -r P WEIGHTS GRAD MASTER1 ADAM1 S MASTER8 ADAM8 NORMS ACT ACTR SCRATCH < <(
   actr = 4 * (L + 1) * N * C + per + rest + (L - 1) * (2 * N * Q + 4 * N * NH);
   # scratch: the op scratch of ops_cuda.cu (Di; LM-head chunk of 1024 rows, fp32 logits +
   # bf16 dlogits; row CE, z (double), token CE; positions grouped by token (3N+1 ints);
-  # sum-of-squares chunks (double); gathered row indices; 64 x 4096 norm partials
+  # sum-of-squares chunks (double); gathered row indices; 264 x 4096 norm partials
   # (double); the dS tiles of the attention backward: 8 KiB a (query tile, key tile) pair of
   # 64-row tiles, causal, for as many heads (MHA: groups of 1) as 512 MiB holds) and the
   # 32 MiB cuBLASLt workspace
   nt = int((T + 63) / 64); dsu = (nt + nt * (nt - 1) / 2) * 8192; dsg = int(536870912 / dsu);
   if (dsg < 1) dsg = 1; if (dsg > NH) dsg = NH;
-  scratch = 4 * N * NH + 1024 * V * 6 + 20 * N + 4 * (3 * N + 1) + 8 * nc + 4 * N + 8 * 64 * C + dsg * dsu + 32 * 1048576;
+  scratch = 4 * N * NH + 1024 * V * 6 + 20 * N + 4 * (3 * N + 1) + 8 * nc + 4 * N + 8 * 264 * C + dsg * dsu + 32 * 1048576;
   printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", P, 2 * P, 4 * P, 4 * P, 8 * P, S, 4 * S, 8 * S, norms, act, actr, scratch
 }')
 grep -q "parameters: $P total" <<<"$out1" || fail "parameter count: hand $P, printed $(grep parameters: <<<"$out1")"

@@ -87,6 +87,22 @@ typedef struct {
                          int D);
     void (*rope_backward)(OpsBackend *be, void *dx, DType t, const float *cos_t, const float *sin_t, int B, int T,
                           int H, int D);
+    // The qkv projection's QK-norm + RoPE + V split in one pass. From qkv (N, Q + 2 KV) of
+    // type t, N = B T, Q = NH D, KV = NKV D: q (N, Q) = rope(rmsnorm(qkv[:, :Q], q_norm)), k
+    // (N, KV) = rope(rmsnorm(qkv[:, Q:Q+KV], k_norm)), v (N, KV) = qkv[:, Q+KV:], q_rstd and
+    // k_rstd (N); tables as rope_forward's. Bitwise rmsnorm_forward twice, copy_cols and
+    // rope_forward twice. NULL (the CPU): the graph runs that chain instead.
+    void (*qkv_split_forward)(OpsBackend *be, void *q, void *k, void *v, float *q_rstd, float *k_rstd,
+                              const void *qkv, DType t, const float *q_norm, const float *k_norm, const float *cos_t,
+                              const float *sin_t, int B, int T, int NH, int NKV, int D, float eps);
+    // Its backward: dqkv (N, Q + 2 KV) overwritten from dq (N, Q), dk, dv (N, KV), the
+    // gradients of the rotated q, k and of v; dq_norm (Q), dk_norm (KV) = (or += with
+    // acc_dw) the norm weights' gradients. Bitwise rope_backward twice, rmsnorm_backward
+    // twice and copy_cols. NULL (the CPU): the graph runs that chain instead.
+    void (*qkv_split_backward)(OpsBackend *be, void *dqkv, float *dq_norm, float *dk_norm, int acc_dw,
+                               const void *dq, const void *dk, const void *dv, const void *qkv, DType t,
+                               const float *q_norm, const float *k_norm, const float *q_rstd, const float *k_rstd,
+                               const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int D);
     // attention_forward/backward of kernels.h on the backend: q (B, T, NH, D), k, v (B, T,
     // NKV, D), out (B, T, NH, D) of type t, lse (B, NH, T) fp32, doc_start (B, T) or NULL.
     void (*attention_forward)(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,

@@ -343,14 +343,21 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, c
     rope_of(g, l, p0, &rc, &rs);
     // the new rows' K and V: the layer's buffers, or their rows p0.. of the cache
     void *k = kv ? at(kv->k, (size_t)p0 * d.KV, t) : b.k, *v = kv ? at(kv->v, (size_t)p0 * d.KV, t) : b.v;
-    if (t == DT_BF16) o->cast(be, b.xg, t, b.x, (size_t)d.N * d.C);   // x (fp32) -> its bf16 copy
+    // x (fp32) -> its bf16 copy, unless the previous block's MLP norm wrote it (next_xg below):
+    // the first block, the recompute (which runs the blocks last to first) and the KV path
+    if (t == DT_BF16 && (l == 0 || again || kv)) o->cast(be, b.xg, t, b.x, (size_t)d.N * d.C);
     o->matmul_forward(be, b.qkv, b.xg, W(p, lw->wqkv, t), t, d.N, d.C, d.QKV);                          // (N, Q+2KV)
-    o->rmsnorm_forward(be, b.q, t, NULL, b.q_rstd, b.qkv, t, nl->q_norm, NULL, d.N, d.Q, d.QKV, d.Q, eps);  // (N, Q)
-    o->rmsnorm_forward(be, k, t, NULL, b.k_rstd, at(b.qkv, d.Q, t), t, nl->k_norm, NULL, d.N, d.KV, d.QKV, d.KV,
-                       eps);                                                                             // (N, KV)
-    o->copy_cols(be, v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                               // (N, KV)
-    o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
-    o->rope_forward(be, k, t, rc, rs, B, T, d.NKV, d.D);
+    if (o->qkv_split_forward)   // QK-norm + RoPE + V split in one pass, bitwise the chain below
+        o->qkv_split_forward(be, b.q, k, v, b.q_rstd, b.k_rstd, b.qkv, t, nl->q_norm, nl->k_norm, rc, rs, B, T, d.NH,
+                             d.NKV, d.D, eps);
+    else {
+        o->rmsnorm_forward(be, b.q, t, NULL, b.q_rstd, b.qkv, t, nl->q_norm, NULL, d.N, d.Q, d.QKV, d.Q, eps);  // (N, Q)
+        o->rmsnorm_forward(be, k, t, NULL, b.k_rstd, at(b.qkv, d.Q, t), t, nl->k_norm, NULL, d.N, d.KV, d.QKV, d.KV,
+                           eps);                                                                             // (N, KV)
+        o->copy_cols(be, v, b.qkv, t, d.N, d.KV, d.KV, 0, d.QKV, d.Q + d.KV);                               // (N, KV)
+        o->rope_forward(be, b.q, t, rc, rs, B, T, d.NH, d.D);
+        o->rope_forward(be, k, t, rc, rs, B, T, d.NKV, d.D);
+    }
     if (kv)
         o->attention_forward_kv(be, b.att, b.lse, b.q, kv->k, kv->v, t, B, T, p0, d.NH, d.NKV, d.D, window, g->kv_doc);
     else if (again && g->recompute == GRAPH_RECOMPUTE_KEEP_ATT) {
@@ -366,7 +373,11 @@ static void block_forward(Graph *g, const GraphParams *p, int l, int B, int T, c
     o->matmul_forward(be, b.gu, b.h, W(p, lw->wgu, t), t, d.N, d.C, 2 * d.H);                           // (N, 2H)
     o->swiglu_forward(be, b.act, b.gu, t, d.N, d.H);                                                     // (N, H)
     o->matmul_forward(be, b.mo, b.act, W(p, lw->wdown, t), t, d.N, d.H, d.C);                           // (N, C)
-    o->rmsnorm_forward(be, b.y, DT_F32, NULL, b.m_rstd, b.mo, t, nl->mlp_norm, b.h32, d.N, d.C, d.C, d.C,
+    // The next block's bf16 input straight from the norm (bitwise the cast of y it replaces,
+    // without its pass over y). Not in the recompute: there slot 0's copy is this block's own
+    // GEMM operand, which its backward still reads.
+    void *next_xg = t == DT_BF16 && !again && !kv && l + 1 < g->cfg.n_layers ? layer_bufs(g, l + 1, &d).xg : NULL;
+    o->rmsnorm_forward(be, b.y, DT_F32, next_xg, b.m_rstd, b.mo, t, nl->mlp_norm, b.h32, d.N, d.C, d.C, d.C,
                        eps);                                                                             // y = h + norm(m)
 }
 
@@ -399,13 +410,18 @@ static void block_backward(Graph *g, const GraphParams *p, int l, int B, int T) 
     else
         o->attention_backward(be, g->dq, g->dk, g->dv, g->datt, b.q, b.k, b.v, b.att, b.lse, t, B, T, d.NH, d.NKV,
                               d.D, window, g->doc);
-    o->rope_backward(be, g->dq, t, rc, rs, B, T, d.NH, d.D);
-    o->rope_backward(be, g->dk, t, rc, rs, B, T, d.NKV, d.D);
-    o->rmsnorm_backward(be, g->dqkv, t, gr + lw->q_norm, acc, g->dq, t, b.qkv, t, nl->q_norm, b.q_rstd, d.N, d.Q, d.Q,
-                        d.QKV, d.QKV);
-    o->rmsnorm_backward(be, at(g->dqkv, d.Q, t), t, gr + lw->k_norm, acc, g->dk, t, at(b.qkv, d.Q, t), t, nl->k_norm,
-                        b.k_rstd, d.N, d.KV, d.KV, d.QKV, d.QKV);
-    o->copy_cols(be, g->dqkv, g->dv, t, d.N, d.KV, d.QKV, d.Q + d.KV, d.KV, 0);
+    if (o->qkv_split_backward)   // bitwise the chain below, in one pass over dq and dk
+        o->qkv_split_backward(be, g->dqkv, gr + lw->q_norm, gr + lw->k_norm, acc, g->dq, g->dk, g->dv, b.qkv, t,
+                              nl->q_norm, nl->k_norm, b.q_rstd, b.k_rstd, rc, rs, B, T, d.NH, d.NKV, d.D);
+    else {
+        o->rope_backward(be, g->dq, t, rc, rs, B, T, d.NH, d.D);
+        o->rope_backward(be, g->dk, t, rc, rs, B, T, d.NKV, d.D);
+        o->rmsnorm_backward(be, g->dqkv, t, gr + lw->q_norm, acc, g->dq, t, b.qkv, t, nl->q_norm, b.q_rstd, d.N, d.Q,
+                            d.Q, d.QKV, d.QKV);
+        o->rmsnorm_backward(be, at(g->dqkv, d.Q, t), t, gr + lw->k_norm, acc, g->dk, t, at(b.qkv, d.Q, t), t,
+                            nl->k_norm, b.k_rstd, d.N, d.KV, d.KV, d.QKV, d.QKV);
+        o->copy_cols(be, g->dqkv, g->dv, t, d.N, d.KV, d.QKV, d.Q + d.KV, d.KV, 0);
+    }
     o->matmul_backward(be, g->dres, DT_F32, gr + lw->wqkv, g->dqkv, b.xg, W(p, lw->wqkv, t), t, d.N, d.C, d.QKV, 1,
                        acc);   // dres = dx
 }
@@ -463,6 +479,11 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
         doc_starts_from_tokens(inputs, B, T, c->eos_id, g->host_i32);   // (B, T)
         o->upload(be, g->doc, g->host_i32, sizeof(int32_t) * N);
     }
+    // The targets beside the inputs, where the device queue is drained anyway: an upload waits
+    // for the queue (the host buffer may be reused at once), so after the forward it would
+    // stall the host until the forward finished.
+    const int head_on_device = p->grad || logits_out;
+    if (head_on_device) o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
 
     // ---- forward ----
     need(p, GRAPH_PART_EMBED, 0);
@@ -475,8 +496,7 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
     float *xL = g->res + (size_t)d.L * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
-    if (!p->grad && !logits_out) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
-    o->upload(be, g->tgt, targets, sizeof(int32_t) * N);
+    if (!head_on_device) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
     if (p->grad) grads_done(p, GRAPH_PART_NONE, GRAPH_PART_HEAD);
     float *gr = p->grad;
     LossSums sums = o->lmhead_loss(be, gr ? g->dxf : NULL, gr ? gr + g->off.lm_head : NULL, p->acc, g->xf,

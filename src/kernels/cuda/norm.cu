@@ -1,7 +1,10 @@
 // norm.cu: RMSNorm on the CUDA backend, forward (optionally fused with the residual add
 // and a second bf16 copy of the output) and backward. Row statistics in double as the CPU
 // kernel (kernels/cpu/norm.c); the weight gradient from NORM_PARTS fixed row chunks whose
-// double partials are summed in chunk order: deterministic, no atomics.
+// double partials are summed in chunk order: deterministic, no atomics. The backward is one
+// pass (norm_rope.cuh's rmsnorm_bwd_parts_kernel: dx and the chunk partials, one block a
+// chunk) and the chunk-order sum; NORM_PARTS = 2 x 132 so that pass fills an H100's SMs.
+#include "kernels/cuda/norm_rope.cuh"
 #include "kernels/cuda/ops.cuh"
 
 // out = w * (x * rstd) (+ res); one block per row. Statistics in double as the CPU kernel.
@@ -25,7 +28,7 @@ __global__ void rmsnorm_fwd_kernel(To *out, Tc *copy, float *rstd, const Ti *inp
     Tc *cp = copy ? copy + (size_t)n * out_stride : nullptr;
     const To *rr = res ? res + (size_t)n * out_stride : nullptr;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float y = w[c] * (tof(x[c]) * r);
+        float y = norm_elem(tof(x[c]), w[c], r);
         float yo = rr ? tof(rr[c]) + y : y;
         o[c] = fromf<To>(yo);
         if (cp) cp[c] = fromf<Tc>(yo);
@@ -47,7 +50,7 @@ __global__ void rmsnorm_bwd_kernel(To *dinp, const Td *dout, const Ti *inp, cons
     dot = block_sum(dot, sh);
     const float m = (float)(dot / C);
     To *dx = dinp + (size_t)n * din_stride;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] = fromf<To>(r * (w[c] * tof(dy[c]) - (tof(x[c]) * r) * m));
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] = fromf<To>(norm_dx_elem(tof(dy[c]), tof(x[c]), w[c], r, m));
 }
 
 // partial[p][c] = sum over rows of chunk p of dy * xhat (double).
@@ -86,21 +89,31 @@ void rmsnorm_forward_cuda(cudaStream_t st, void *out, DType out_t, bf16 *copy, f
     CUDA_LAUNCH_CHECK();
 }
 
+void norm_dw_final_cuda(cudaStream_t st, float *dw, const double *part, int C, int acc_dw) {
+    norm_dw_final_kernel<<<nblk(C), 256, 0, st>>>(dw, part, C, acc_dw);
+    CUDA_LAUNCH_CHECK();
+}
+
 void rmsnorm_backward_cuda(cudaStream_t st, void *dinp, DType din_t, float *dw, int acc_dw, const void *dout,
                            DType dout_t, const void *inp, DType in_t, const float *w, const float *rstd, int N, int C,
                            int dout_stride, int in_stride, int din_stride, double *part) {
     DT_DISPATCH(dout_t, TD, DT_DISPATCH(in_t, TI, {
-        if (N > 0) {
+        if (norm_parts_fit(C)) {   // one pass: dx and the chunk partials (bitwise the two kernels below)
             DT_DISPATCH(din_t, TO,
-                rmsnorm_bwd_kernel<TD, TI, TO><<<N, 256, 0, st>>>((TO *)dinp, (const TD *)dout, (const TI *)inp, w,
-                                                                   rstd, C, dout_stride, in_stride, din_stride));
+                norm_bwd_parts_launch(st, (TO *)dinp, part, DyPlain<TD>{(const TD *)dout, dout_stride},
+                                      (const TI *)inp, w, rstd, N, C, in_stride, din_stride));
+        } else {   // rows too wide for the partials in shared memory: dx per row, then the partials
+            if (N > 0) {
+                DT_DISPATCH(din_t, TO,
+                    rmsnorm_bwd_kernel<TD, TI, TO><<<N, 256, 0, st>>>((TO *)dinp, (const TD *)dout, (const TI *)inp,
+                                                                       w, rstd, C, dout_stride, in_stride, din_stride));
+                CUDA_LAUNCH_CHECK();
+            }
+            dim3 g(nblk(C), NORM_PARTS);
+            norm_dw_partial_kernel<TD, TI><<<g, 256, 0, st>>>(part, (const TD *)dout, (const TI *)inp, rstd, N, C,
+                                                              dout_stride, in_stride);
             CUDA_LAUNCH_CHECK();
         }
-        dim3 g(nblk(C), NORM_PARTS);
-        norm_dw_partial_kernel<TD, TI><<<g, 256, 0, st>>>(part, (const TD *)dout, (const TI *)inp, rstd, N, C,
-                                                          dout_stride, in_stride);
-        CUDA_LAUNCH_CHECK();
     }));
-    norm_dw_final_kernel<<<nblk(C), 256, 0, st>>>(dw, part, C, acc_dw);
-    CUDA_LAUNCH_CHECK();
+    norm_dw_final_cuda(st, dw, part, C, acc_dw);
 }

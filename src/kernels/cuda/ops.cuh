@@ -65,6 +65,26 @@ void rmsnorm_backward_cuda(cudaStream_t st, void *dinp, DType din_t, float *dw, 
                            DType dout_t, const void *inp, DType in_t, const float *w, const float *rstd, int N, int C,
                            int dout_stride, int in_stride, int din_stride, double *part);
 
+// The weight gradient dw (=, or += with acc_dw) from NORM_PARTS partials (C each) summed in order.
+void norm_dw_final_cuda(cudaStream_t st, float *dw, const double *part, int C, int acc_dw);
+// Whether rmsnorm_bwd_parts_kernel's shared memory for rows of C (20 B a column:
+// norm_rope.cuh) leaves two blocks an SM (110 KiB each); wider rows take the unfused kernels.
+static inline bool norm_parts_fit(int C) { return (size_t)C * 20 + 256 <= 110 * 1024; }
+
+// ---- qkv_split.cu --------------------------------------------------------------------------
+// kernels/ops.h's qkv_split_forward / qkv_split_backward (part: NORM_PARTS * max(Q, KV)
+// doubles of scratch); they need qkv_split_fwd_smem <= 48 KiB and norm_parts_fit(Q), KV
+// (ops_cuda.cu runs the unfused ops otherwise).
+// qkv_split_forward_cuda's shared memory (a q or k row as floats); the op needs it <= 48 KiB.
+static inline size_t qkv_split_fwd_smem(int NH, int NKV, int D) { return 4 * (size_t)(NH > NKV ? NH : NKV) * D; }
+void qkv_split_forward_cuda(cudaStream_t st, void *q, void *k, void *v, float *q_rstd, float *k_rstd, const void *qkv,
+                            DType t, const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
+                            int B, int T, int NH, int NKV, int D, float eps);
+void qkv_split_backward_cuda(cudaStream_t st, void *dqkv, float *dq_norm, float *dk_norm, int acc_dw, const void *dq,
+                             const void *dk, const void *dv, const void *qkv, DType t, const float *q_norm,
+                             const float *k_norm, const float *q_rstd, const float *k_rstd, const float *cos_t,
+                             const float *sin_t, int B, int T, int NH, int NKV, int D, double *part);
+
 // ---- rope.cu -------------------------------------------------------------------------------
 // x (B, T, H, D) rotated in place by cos/sin (T, D/2); sign -1: the backward.
 void rope_cuda(cudaStream_t st, void *x, DType t, const float *cos_t, const float *sin_t, int B, int T, int H, int D,

@@ -140,6 +140,43 @@ void c_rope_backward(OpsBackend *be, void *dx, DType t, const float *cos_t, cons
     rope_cuda(impl(be)->st, dx, t, cos_t, sin_t, B, T, H, D, -1.0f);
 }
 
+// The fused QK-norm + RoPE + V split; forward and backward fall back to the unfused ops
+// (bitwise the same) where a row would not fit their shared memory.
+void c_qkv_split_forward(OpsBackend *be, void *q, void *k, void *v, float *q_rstd, float *k_rstd, const void *qkv,
+                         DType t, const float *q_norm, const float *k_norm, const float *cos_t, const float *sin_t,
+                         int B, int T, int NH, int NKV, int D, float eps) {
+    if (qkv_split_fwd_smem(NH, NKV, D) > 48 * 1024) {   // rows too wide to stage: the unfused chain
+        const int N = B * T, Q = NH * D, KV = NKV * D, ld = Q + 2 * KV;
+        const size_t es = dtype_size(t);
+        c_rmsnorm_forward(be, q, t, NULL, q_rstd, qkv, t, q_norm, NULL, N, Q, ld, Q, eps);
+        c_rmsnorm_forward(be, k, t, NULL, k_rstd, (const char *)qkv + Q * es, t, k_norm, NULL, N, KV, ld, KV, eps);
+        copy_cols_cuda(impl(be)->st, v, qkv, t, N, KV, KV, 0, ld, Q + KV);
+        c_rope_forward(be, q, t, cos_t, sin_t, B, T, NH, D);
+        c_rope_forward(be, k, t, cos_t, sin_t, B, T, NKV, D);
+        return;
+    }
+    qkv_split_forward_cuda(impl(be)->st, q, k, v, q_rstd, k_rstd, qkv, t, q_norm, k_norm, cos_t, sin_t, B, T, NH, NKV,
+                           D, eps);
+}
+void c_qkv_split_backward(OpsBackend *be, void *dqkv, float *dq_norm, float *dk_norm, int acc_dw, const void *dq,
+                          const void *dk, const void *dv, const void *qkv, DType t, const float *q_norm,
+                          const float *k_norm, const float *q_rstd, const float *k_rstd, const float *cos_t,
+                          const float *sin_t, int B, int T, int NH, int NKV, int D) {
+    const int N = B * T, Q = NH * D, KV = NKV * D, ld = Q + 2 * KV, C = Q > KV ? Q : KV;
+    if (!norm_parts_fit(C)) {
+        c_rope_backward(be, (void *)dq, t, cos_t, sin_t, B, T, NH, D);
+        c_rope_backward(be, (void *)dk, t, cos_t, sin_t, B, T, NKV, D);
+        c_rmsnorm_backward(be, dqkv, t, dq_norm, acc_dw, dq, t, qkv, t, q_norm, q_rstd, N, Q, Q, ld, ld);
+        c_rmsnorm_backward(be, (char *)dqkv + (size_t)Q * dtype_size(t), t, dk_norm, acc_dw, dk, t,
+                           (const char *)qkv + (size_t)Q * dtype_size(t), t, k_norm, k_rstd, N, KV, KV, ld, ld);
+        copy_cols_cuda(impl(be)->st, dqkv, dv, t, N, KV, ld, Q + KV, KV, 0);
+        return;
+    }
+    double *part = (double *)scratch(be, S_NORM, sizeof(double) * NORM_PARTS * (size_t)C);
+    qkv_split_backward_cuda(impl(be)->st, dqkv, dq_norm, dk_norm, acc_dw, dq, dk, dv, qkv, t, q_norm, k_norm, q_rstd,
+                            k_rstd, cos_t, sin_t, B, T, NH, NKV, D, part);
+}
+
 void c_attention_forward(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v, DType t,
                          int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
     if (!attention_head_dim_supported(D)) {
@@ -283,6 +320,7 @@ Ops make_ops() {
     o.matmul_forward = c_matmul_forward; o.matmul_backward = c_matmul_backward;
     o.rmsnorm_forward = c_rmsnorm_forward; o.rmsnorm_backward = c_rmsnorm_backward;
     o.rope_forward = c_rope_forward; o.rope_backward = c_rope_backward;
+    o.qkv_split_forward = c_qkv_split_forward; o.qkv_split_backward = c_qkv_split_backward;
     o.attention_forward = c_attention_forward; o.attention_backward = c_attention_backward;
     o.attention_forward_at = c_attention_forward_at; o.attention_backward_at = c_attention_backward_at;
     o.swiglu_forward = c_swiglu_forward; o.swiglu_backward = c_swiglu_backward;

@@ -1,5 +1,6 @@
 // rope.cu: RoPE (rotate-half) in place on the CUDA backend, over tables the host computed
 // with the CPU's rope_tables (plain or YaRN), so both backends rotate by the same floats.
+#include "kernels/cuda/norm_rope.cuh"
 #include "kernels/cuda/ops.cuh"
 
 // RoPE rotate-half in place on x (B*T rows of H heads of D, row stride H*D); sign -1 = backward.
@@ -15,8 +16,10 @@ __global__ void rope_kernel(T *x, const float *cos_t, const float *sin_t, int BT
     T *v = x + rh * D;
     float c = cos_t[(size_t)t * half + j], sn = sign * sin_t[(size_t)t * half + j];
     float x1 = tof(v[j]), x2 = tof(v[j + half]);
-    v[j] = fromf<T>(x1 * c - x2 * sn);
-    v[j + half] = fromf<T>(x2 * c + x1 * sn);
+    float o1, o2;
+    rope_pair(x1, x2, c, sn, &o1, &o2);
+    v[j] = fromf<T>(o1);
+    v[j + half] = fromf<T>(o2);
 }
 
 void rope_cuda(cudaStream_t st, void *x, DType t, const float *cos_t, const float *sin_t, int B, int T, int H, int D,

@@ -4,7 +4,7 @@
 #ifndef OLMO_CUDA_SIZES_H
 #define OLMO_CUDA_SIZES_H
 
-#define CUDA_NORM_PARTS 64                  // row chunks of a norm weight gradient
+#define CUDA_NORM_PARTS 264                 // row chunks of a norm weight gradient: 2 blocks on each of an H100's 132 SMs
 #define CUDA_LM_CHUNK_MAX 1024              // tokens per LM-head chunk
 #define CUDA_WORKSPACE_BYTES (32u << 20)    // cuBLASLt workspace
 
