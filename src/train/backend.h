@@ -50,6 +50,7 @@ typedef struct BackendIface {
     // Checkpoints: 1 when they must go through save_checkpoint (the device holds the state).
     int (*streams_checkpoint)(const Backend *be);
     void (*save_checkpoint)(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+    void (*snapshot_range)(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst);
     void (*sync_to_host)(Backend *be, TrainCore *tc, int optim);
     void (*sync_from_host)(Backend *be, TrainCore *tc);
     LossSums (*forward_backward)(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
@@ -88,6 +89,12 @@ int backend_streams_checkpoint(const Backend *be);
 // Collective (every rank calls it): rank 0 writes checkpoint st through w tensor by tensor
 // from the device (ckpt_commit_fetch; synchronous); the other ranks send their shards.
 void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+// Copy [lo, hi) of this rank's state `which` (0 fp32 master weights, 1 Adam m, 2 Adam v) to
+// host memory dst (hi - lo floats), within this rank's shard (train_core_range; the weights
+// anywhere without dist.shard: full). Not collective: the checkpoint's snapshot at the step
+// boundary, each rank its own part (src/train/ckpt_shard.h), one device the whole state;
+// on CUDA a device-to-host copy, the write then runs on the host in the background.
+void backend_snapshot_range(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst);
 // Device state -> host: params into Model.params (rank 0; collective with NCCL); with optim
 // also the device's Adam range into opt.m/v (allocated if released; tests). No-op on cpu.
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim);
