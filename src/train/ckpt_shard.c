@@ -197,12 +197,22 @@ void ckpt_shard_buffers(CkptShard *s, float **p, float **m, float **v) {
     *p = s->p, *m = s->m, *v = s->v;
 }
 
-// "RANK:SECONDS" of OLMO_TEST_CKPT_SHARD_PAUSE, for this rank: the seconds (0: not this rank).
-static double test_pause_here(void) {
+// The test hooks (ckpt_shard.h): OLMO_TEST_CKPT_SHARD_PAUSE=RANK:SECONDS[:STEP] gives the
+// seconds this rank sleeps in checkpoint `step` (0: none), OLMO_TEST_CKPT_SHARD_FAIL=
+// RANK[:STEP] whether its part fails; without STEP every checkpoint.
+static double test_pause_here(long step) {
     const char *e = getenv("OLMO_TEST_CKPT_SHARD_PAUSE");
     int r;
+    long at = -1;
     double sec;
-    return e && sscanf(e, "%d:%lf", &r, &sec) == 2 && r == dist_rank() ? sec : 0;
+    if (!e || sscanf(e, "%d:%lf:%ld", &r, &sec, &at) < 2) return 0;
+    return r == dist_rank() && (at < 0 || at == step) ? sec : 0;
+}
+static int test_fail_here(long step) {
+    const char *e = getenv("OLMO_TEST_CKPT_SHARD_FAIL");
+    int r;
+    long at = -1;
+    return e && sscanf(e, "%d:%ld", &r, &at) >= 1 && r == dist_rank() && (at < 0 || at == step);
 }
 
 // Step 2 on this rank: its part of both files (the background thread's body with async).
@@ -210,14 +220,13 @@ static void *write_part(void *arg) {
     CkptShard *s = arg;
     int rc = ckpt_shard_write_part(&s->L, s->tmp, 0, s->lo, s->hi, s->p, NULL, s->crc, s->errmsg, sizeof s->errmsg);
     ckpt_test_pause();   // OLMO_TEST_CKPT_PAUSE: every rank, as the gathering writer between its files
-    const double pause = test_pause_here();
+    const double pause = test_pause_here(s->st.step);
     if (pause > 0) {
         fprintf(stderr, "test hook: rank %d (pid %d) pausing %.1fs in its checkpoint part\n", dist_rank(), (int)getpid(),
                 pause);
         usleep((useconds_t)(pause * 1e6));
     }
-    const char *fail = getenv("OLMO_TEST_CKPT_SHARD_FAIL");
-    if (rc == 0 && fail && atoi(fail) == dist_rank()) {
+    if (rc == 0 && test_fail_here(s->st.step)) {
         errno = EIO;
         snprintf(s->errmsg, sizeof s->errmsg, "cannot write its part of %s/optim.safetensors: %s (test hook "
                  "OLMO_TEST_CKPT_SHARD_FAIL)", s->tmp, strerror(errno));
@@ -262,7 +271,7 @@ void ckpt_shard_commit(CkptShard *s, const TrainState *st) {
     s->threaded = s->pol.async && s->writes;
     if (s->threaded) {
         if (pthread_create(&s->th, NULL, write_part, s) != 0) die("cannot start the checkpoint thread");
-    } else {
+    } else if (!s->pol.async) {   // (the other shard groups, async: nothing to write, the poll comes later as for all)
         if (s->writes) write_part(s);
         ckpt_shard_poll(s, 1, NULL);   // sync: published before the loop goes on
     }

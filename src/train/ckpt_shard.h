@@ -23,9 +23,10 @@
 // Either way no step-* directory is ever incomplete: resume picks the last complete one,
 // and train.resume naming the incomplete one is refused (ckpt_resolve).
 //
-// Test hooks (tests/test_ckpt_shard.sh): OLMO_TEST_CKPT_SHARD_PAUSE=RANK:SECONDS, that rank
-// sleeps between its part of model.safetensors and its part of optim (prints its pid);
-// OLMO_TEST_CKPT_SHARD_FAIL=RANK, that rank reports its optim part as failed (EIO).
+// Test hooks (tests/test_ckpt_shard.sh): OLMO_TEST_CKPT_SHARD_PAUSE=RANK:SECONDS[:STEP], that
+// rank sleeps between its part of model.safetensors and its part of optim (and prints its
+// pid); OLMO_TEST_CKPT_SHARD_FAIL=RANK[:STEP], that rank reports its optim part as failed
+// (EIO); in checkpoint STEP only, or without it in every one.
 #ifndef OLMO_CKPT_SHARD_H
 #define OLMO_CKPT_SHARD_H
 
