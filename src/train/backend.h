@@ -8,8 +8,10 @@
 // keeps in its Backend): the same global-count loss normalization, micro-batch gradients
 // accumulated in a fixed order, global-norm clip, skip-step and AdamW over its DevState.
 // A device backend (cuda) owns the optimizer state after backend_sync_from_host (the host
-// m, v are released, checkpoints stream from the device through backend_save_checkpoint in
-// the same fp32 HF safetensors as the CPU writes), backend_sync_to_host refreshes
+// m, v are released; checkpoints copy the device state to host memory at the step boundary,
+// backend_snapshot_range, and are written in the background, or stream from the device
+// through backend_save_checkpoint without ckpt.async: the same fp32 HF safetensors as the
+// CPU writes), backend_sync_to_host refreshes
 // Model.params for the final weights and CPU evaluation (eval.device=cpu), and in-loop
 // evaluation runs on the device (backend_forward_backward). docs/cuda.md, and
 // docs/adding-an-op.md "Adding a backend".
@@ -88,6 +90,7 @@ double backend_device_peak(const Backend *be, const char **source);
 int backend_streams_checkpoint(const Backend *be);
 // Collective (every rank calls it): rank 0 writes checkpoint st through w tensor by tensor
 // from the device (ckpt_commit_fetch; synchronous); the other ranks send their shards.
+// One device with ckpt.async off (src/train/ckpt_save.c); otherwise backend_snapshot_range.
 void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
 // Copy [lo, hi) of this rank's state `which` (0 fp32 master weights, 1 Adam m, 2 Adam v) to
 // host memory dst (hi - lo floats), within this rank's shard (train_core_range; the weights

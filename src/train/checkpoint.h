@@ -5,8 +5,9 @@
 //   train_state.json   step, tokens, loader state, schedule, skip-step history, model
 //                      shape, world size at save, recipe YAML + sha256, olmo version
 // and RUN_DIR/checkpoints/latest naming the newest. Nothing depends on the backend,
-// the precision or the world size: ZeRO shards are gathered before writing and a run
-// may resume with any world size.
+// the precision or the world size: at W > 1 each rank writes its own shard's byte ranges of
+// the same files (src/train/ckpt_shard.h; this file's writer is the one-rank case and the
+// pieces both share), and a run may resume with any world size.
 //
 // Crash safety: a checkpoint is written into checkpoints/.tmp-step-N/, every file is
 // fsync'd, then the directory is renamed to step-N and the parent fsync'd; `latest` is
