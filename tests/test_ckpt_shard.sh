@@ -8,7 +8,8 @@
 #     world_size);
 #  2. a rank killed during a sharded write (OLMO_TEST_CKPT_SHARD_PAUSE holds rank 1 inside its
 #     part of step 4, in the background, while training goes on): no step-4 directory, its
-#     .tmp-step-4 marked incomplete, train.resume naming it refused (exit 2) naming step 2,
+#     .tmp-step-4 marked incomplete (`olmo ckpt verify` says so, exit 2), train.resume naming
+#     it refused (exit 2) naming step 2,
 #     and the rerun resumes from step 2 bitwise the uninterrupted run;
 #  3. a rank whose part fails (OLMO_TEST_CKPT_SHARD_FAIL): every rank exits 1 naming it,
 #     nothing published; the rerun resumes from step 2, bitwise;
@@ -59,6 +60,9 @@ rc=0; wait $mp || rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] || fail "job after the kill: exit $rc (0: finished; 124: hung)"
 [ -d "$(ck $M 2)" ] && [ ! -d "$(ck $M 4)" ] || fail "checkpoints after the kill: $(ls -a $M/checkpoints)"
 [ -f $M/checkpoints/.tmp-step-00000004/incomplete ] || fail "the interrupted write is not marked incomplete"
+rc=0; "$OLMO" ckpt verify $M/checkpoints/.tmp-step-00000004 >$TMP/verify.log 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "^BAD .*: an incomplete sharded checkpoint" $TMP/verify.log \
+  || fail "ckpt verify of the incomplete checkpoint: exit $rc: $(cat $TMP/verify.log)"
 rc=0; mtrain 2 $M "${P[@]}" dist.shard=full train.resume=$M/checkpoints/.tmp-step-00000004 || rc=$?
 [ $rc = 2 ] || fail "train.resume of the incomplete checkpoint: exit $rc (want 2): $(tail -3 $M.log)"
 grep -q "cannot resume from $M/checkpoints/.tmp-step-00000004: an incomplete sharded checkpoint.*the last complete checkpoint is $(ck $M 2)" $M.log \

@@ -183,6 +183,11 @@ int ckpt_source_resolve(const char *ckpt, CkptUse use, CkptSource *s, char *err,
     if (stat(ckpt, &sb) != 0) return CKPT_SRC_MISSING;
     char path[4700];
     int found = 0;
+    if (S_ISDIR(sb.st_mode) && ckpt_is_incomplete(ckpt)) {   // its files hold parts not yet written
+        snprintf(err, errlen, "%s is an incomplete sharded checkpoint (it holds '%s': not every rank finished "
+                 "writing its part); not read", ckpt, CKPT_INCOMPLETE_NAME);
+        return -1;
+    }
     if (S_ISREG(sb.st_mode)) {
         s->kind = CKPT_SRC_WEIGHTS;
         snprintf(path, sizeof path, "%s", ckpt);
