@@ -45,7 +45,7 @@ PY
 "$OLMO" bench --config a --steps 1 --no-torch --precision both >"$TMP/a.log" 2>&1 || { cat "$TMP/a.log"; fail "bench a"; }
 check "$TMP/a.log" '
 P = r"GEMM peak \d+ cores? x [0-9.]+ GFLOP/s = [0-9.]+ GFLOP/s \("
-assert re.search(r"fp32 " + P + r"sgemm calibration .*\| bf16 " + P + r"(amx|emulated) calibration", lines[0]), "header with both per-core peaks"
+assert re.search(r"fp32 " + P + r"sgemm calibration .*\| bf16 " + P + r"(amx|avx512bf16|emulated) calibration", lines[0]), "header with both per-core peaks"
 for p in ("fp32", "bf16"):
     row = r"olmo\.c +" + p + r" +\S+ +\d+ threads?: +"
     tps = num(row + r"([0-9.]+) tokens/s")
@@ -128,7 +128,8 @@ steps = num(r"^  profile: ([0-9.]+) ms/step; rates against")
 assert len(steps) == 2 and finite(steps), f"one profile header per precision: {steps}"
 for f in fams:
     ms = num(r"profile: +" + f + r" +([0-9.]+) ms/step +[0-9.]+% \| +[0-9.]+ (GFLOP|GB)/s +[0-9.]+% of ")
-    assert len(ms) == 2 and finite(ms), f"{f}: one finite line per precision, got {ms}"
+    # >= 0, not > 0: a family under 5 us prints 0.00 (the smoke embedding on a fast core)
+    assert len(ms) == 2 and finite(ms, lo=-1e-12), f"{f}: one finite line per precision, got {ms}"
 share = num(r"profile: +\S.*? +-?[0-9.]+ ms/step +(-?[0-9.]+)% \|")
 assert len(share) >= 2 * (len(fams) + 1), "family lines and the rest of the step"
 half = len(share) // 2

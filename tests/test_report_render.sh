@@ -11,7 +11,7 @@
 #  - the alarms panel: per run what the memorization and the repeat (loader) alarms compare;
 #    the report's recomputation of the memorization alarm from metrics.jsonl fires at the
 #    trainer's steps, and its latest window carries the numbers of the trainer's last alarm
-#    record; the loader's alarms counted as in the train records;
+#    record when the last evaluation fired (else the eval records' steps and CEs); the loader's alarms counted as in the train records;
 #  - the held-out legend: a <source>.heldout.npy split is in-domain for a run that trains on
 #    the source and out of domain for one that does not; a set concatenated from splits is
 #    recognized by its bytes and labelled with its sources, trained on or not;
@@ -100,13 +100,23 @@ recs = [json.loads(l) for l in open(f"{d}/mem/metrics.jsonl")]
 memo = [r for r in recs if r.get("alarm") == "memorization"]
 loader = sum(r.get("loader_alarms", 0) for r in recs if r.get("kind") == "train")
 last_eval = max(r["step"] for r in recs if r.get("kind") == "eval")
-assert memo and loader > 0 and memo[-1]["step"] == last_eval, (len(memo), loader)
+assert memo and loader > 0, (len(memo), loader)
 row = lambda run, alarm: re.search(r'<tr data-alarm="%s" data-run="%s">(.*?)</tr>' % (alarm, run), panel, re.S).group(1)
 m = row("mem", "memorization")
 assert f'class="alarm">fired {len(memo)} times, first at step {memo[0]["step"]}</td>' in m, m
-a = memo[-1]
-latest = (f"steps {a['window_start']}..{a['step']}: training loss fell {a['train_drop']:.4f}", f"held-out CE rose "
-          f"{-a['heldout_drop']:.4f}", f"gap {a['gap_first']:.4f} &rarr; {a['gap_last']:.4f}")
+# The latest column is the window of the last k = 3 evaluations, fired or not. Where the last
+# evaluation fired it carries the trainer's alarm record's numbers; where it did not (which
+# evaluations fire follows the rounding of the machine's kernels: the last is step 60 on the
+# Intel Xeon the test was written on, 56 on an AMD EPYC with OpenBLAS's Haswell or Cooperlake
+# kernels) its steps and held-out CEs are the eval records' own.
+if memo[-1]["step"] == last_eval:
+    a = memo[-1]
+    latest = (f"steps {a['window_start']}..{a['step']}: training loss fell {a['train_drop']:.4f}", f"held-out CE rose "
+              f"{-a['heldout_drop']:.4f}", f"gap {a['gap_first']:.4f} &rarr; {a['gap_last']:.4f}")
+else:
+    ev = [r for r in recs if r.get("kind") == "eval" and r["step"] > 0][-3:]
+    ce = [r["eval/held/ce"] for r in ev]
+    latest = (f"steps {ev[0]['step']}..{last_eval}: training loss ", f"({ce[0]:.4f} &rarr; {ce[-1]:.4f}; needs")
 assert all(t in m for t in latest), (latest, m)
 assert "held-out CE of <b>held</b> (out of domain); <i>k</i> 3, <i>drop</i> 0.05, <i>ratio</i> 0.25" in m, m
 r = row("mem", "repeat")
