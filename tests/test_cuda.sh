@@ -87,6 +87,11 @@ for s in 2 4; do
     || fail "GPU checkpoint step $s: the checksums of the async snapshot differ"
 done
 cmp "$TMP/ga/model.safetensors" "$TMP/gca/model.safetensors" || fail "GPU run with async checkpoints differs"
+# A host without room for the snapshot (OLMO_MEM_LIMIT: 1 MB here) streams instead, with a warning.
+OLMO_MEM_LIMIT=1000000 train "$TMP/gcm" train.max_steps=4 ckpt.interval=2 train.backend=cuda
+grep -q "checkpoints stream from the device synchronously instead" "$TMP/gcm.log" || fail "no snapshot fallback warning"
+cmp "$TMP/gcs/checkpoints/step-00000004/optim.safetensors" "$TMP/gcm/checkpoints/step-00000004/optim.safetensors" \
+  || fail "the streamed fallback differs"
 blocking() { $PY -c "import json,sys; print(' '.join('%.4f' % r['blocking_s'] for r in map(json.loads, open(sys.argv[1])) if r.get('kind') == 'checkpoint'))" "$1/metrics.jsonl"; }
 echo "GPU checkpoints: async snapshot = device stream byte for byte; loop blocked (s per checkpoint): async $(blocking $TMP/gca), sync $(blocking $TMP/gcs)"
 # In-loop evaluation on the device vs `olmo eval` on the CPU (fp32, the yardstick) of the

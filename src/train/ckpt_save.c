@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "model/limits.h"
 #include "train/run.h"
 #include "util/common.h"
 
@@ -45,13 +46,27 @@ static void snapshot(Run *u, size_t lo, size_t hi, float *P, float *M, float *V)
     backend_snapshot_range(u->be, &u->tc, 2, lo, hi, V);
 }
 
+// One device with ckpt.async: the snapshot takes 12 B/param of host RAM beside the host
+// Model's 4 B/param. Where the machine has less than that (model_memory_limit: physical
+// memory, or OLMO_MEM_LIMIT), the device stream's one tensor-sized buffer instead (said once).
+static int device_snapshot_fits(const Run *u) {
+    static int said;
+    const double need = 16.0 * (double)u->m.table.total, have = model_memory_limit();
+    if (need <= 0.9 * have) return 1;
+    if (!said++ && u->rank == 0)
+        warnf("ckpt.async: the host snapshot of the device state and the host weights need %.3g GiB, this machine has "
+              "%.3g GiB: checkpoints stream from the device synchronously instead", need / 1073741824.0,
+              have / 1073741824.0);
+    return 0;
+}
+
 // Collective: every rank calls it.
 void save_checkpoint(Run *u, long step, double lr) {
     double t0 = now_seconds();
     TrainState st;
     fill_state(u, step, lr, &st);
     const int stream = backend_streams_checkpoint(u->be);
-    int background = u->r->ckpt_async;
+    const int background = u->r->ckpt_async && (!stream || u->sw || device_snapshot_fits(u));
     if (u->sw) {
         float *P, *M, *V;
         ckpt_shard_buffers(u->sw, &P, &M, &V);   // publishes the previous write first
