@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dist/dist.h"
@@ -239,6 +240,23 @@ static void *write_part(void *arg) {
     return NULL;
 }
 
+// Rank 0, before it publishes: both files still have the size it laid out (a rank that wrote
+// past its range, or anything else that truncated or extended them, stops the commit).
+static int check_sizes(CkptShard *s) {
+    char p[4700];
+    for (int f = 0; f < 2; f++) {
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", s->tmp, file_name[f]);
+        if (stat(p, &sb) != 0) return failf(s->errmsg, sizeof s->errmsg, "cannot stat", p);
+        if ((size_t)sb.st_size != s->L.reg[f].file_size) {
+            snprintf(s->errmsg, sizeof s->errmsg, "%s: %zu bytes, laid out as %zu", p, (size_t)sb.st_size,
+                     s->L.reg[f].file_size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 // Every rank stops with code 1 after rank 0 said why (the directory stays .tmp-*, marked).
 static void fail_together(CkptShard *s, int bad, const char *what) {
     if (bad) fprintf(stderr, "olmo: error: rank %d: checkpoint step %ld: %s\n", dist_rank(), s->st.step, s->errmsg);
@@ -298,7 +316,7 @@ int ckpt_shard_poll(CkptShard *s, int block, double *seconds) {
     uint32_t *all = xmalloc(k * (size_t)W);
     dist_allgather_bytes(s->crc, (int)k, all);
     int rc = 0;
-    if (dist_rank() == 0) {
+    if (dist_rank() == 0 && (rc = check_sizes(s)) == 0) {
         CkptSums sums;
         ckpt_shard_sums(&s->L, s->G, s->bounds, all, &sums);
         rc = ckpt_publish(s->pol.ckdir, s->tmp, &s->st, &sums, s->pol.keep_last, s->pol.keep_every, s->last, sizeof s->last,

@@ -15,8 +15,8 @@
 //     (st_regions) from the bytes it writes; with ckpt.async on a background thread from its
 //     host snapshot, while training goes on;
 //  3. at a later step boundary (ckpt_shard_poll, collective) once every rank is done, the
-//     statuses and partial CRCs are all-gathered; rank 0 combines each region's CRC from the
-//     parts in rank order (crc32c_combine), writes train_state.json and checksums.txt,
+//     statuses and partial CRCs are all-gathered; rank 0 checks both files still have their
+//     laid-out size, combines each region's CRC from the parts in rank order (crc32c_combine), writes train_state.json and checksums.txt,
 //     removes the marker and renames the directory (ckpt_publish: the gathering writer's
 //     commit). A rank that failed: nobody publishes, every rank exits 1, the directory stays
 //     .tmp-* with its marker. A rank killed mid-write: the job dies with the same directory.
