@@ -9,6 +9,9 @@
 // against its check value and the bytewise reference, the fused check-and-copy against
 // plain copies, checksums.txt refusing a changed byte, a flipped moment refusing a load of
 // a shard that does not contain it, and a checkpoint without checksums loading the same.
+// The sharded writer (ckpt_shard.h): crc32c_combine against the direct CRC, and W = 1 and 4
+// ranks' parts giving the gathering writer's files byte for byte (its marker refused by
+// train.resume until it is published).
 // What a CKPT names (ckpt_source_resolve, io/ckpt_dir.h): both probe orders, for weights
 // (eval, generate, export) and for training (train.load_path), on a fake run, checkpoint,
 // import and HF directories.
@@ -22,6 +25,7 @@
 #include "dist/dist.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_shard.h"
 #include "io/ckpt_dir.h"
 #include "io/ckpt_verify.h"
 #include "train/devstate.h"
@@ -69,6 +73,52 @@ static void check_streamed(const char *snap_dir, const ParamTable *t, const Trai
     if (system(cmd)) {}
 }
 
+// The sharded writer's steps (ckpt_shard.h) run for W ranks one after another: rank 0's
+// layout, each rank's part of both files from its shard only, the CRCs combined from the
+// parts: the same four files, byte for byte, as snap_dir's gathering write of that step;
+// and while the marker is there train.resume naming the directory is refused.
+static void check_sharded(const char *snap_dir, const ParamTable *t, const TrainState *st, const float *p,
+                          const float *m, const float *v, int W) {
+    char dir[200], cmd[256], ck[300], tmp[4600], err[4096], out[600];
+    snprintf(dir, sizeof dir, "%s/olmo_test_checkpoint_shard.%d", test_tmpdir(), (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {}
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    size_t b[9];
+    dist_shard_bounds(t->total, W, b);
+    CkptLayout L;
+    ckpt_layout_init(&L, t, st);
+    CHECK(ckpt_temp_dir(ck, st->step, tmp, sizeof tmp, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_shard_prepare(&L, tmp, W, st->step, err, sizeof err) == 0, "prepare: %s", err);
+    uint32_t *crcs = xcalloc((size_t)W * L.nreg, sizeof(uint32_t));
+    for (int r = W - 1; r >= 0; r--) {   // any order: each rank writes only its own ranges
+        CHECK(ckpt_shard_write_part(&L, tmp, 0, b[r], b[r + 1], p + b[r], NULL, crcs + (size_t)r * L.nreg, err,
+                                    sizeof err) == 0, "rank %d model: %s", r, err);
+        CHECK(ckpt_shard_write_part(&L, tmp, 1, b[r], b[r + 1], m + b[r], v + b[r], crcs + (size_t)r * L.nreg, err,
+                                    sizeof err) == 0, "rank %d optim: %s", r, err);
+    }
+    CHECK(ckpt_is_incomplete(tmp), "no marker in %s", tmp);
+    CHECK(ckpt_resolve(dir, tmp, out, sizeof out, err, sizeof err) == -1 &&
+              strstr(err, "an incomplete sharded checkpoint") && strstr(err, "holds no complete checkpoint"),
+          "train.resume of an incomplete sharded checkpoint: %s", err);
+    CkptSums sums;
+    ckpt_shard_sums(&L, W, b, crcs, &sums);
+    char last[4800];
+    CHECK(ckpt_publish(ck, tmp, st, &sums, 2, 0, last, sizeof last, err, sizeof err) == 0, "publish: %s", err);
+    ckpt_sums_free(&sums);
+    CHECK(!ckpt_is_incomplete(last), "published %s still marked incomplete", last);
+    const char *files[] = {"model.safetensors", "optim.safetensors", "train_state.json", "checksums.txt"};
+    for (int i = 0; i < 4; i++) {
+        char c2[6400];
+        snprintf(c2, sizeof c2, "cmp -s %s/checkpoints/step-%08ld/%s %s/%s", snap_dir, st->step, files[i], last, files[i]);
+        CHECK(system(c2) == 0, "%s: sharded (W=%d) file differs from the gathering writer's", files[i], W);
+    }
+    CHECK(ckpt_verify_dir(last, NULL, err, sizeof err) == 0, "sharded checkpoint does not verify: %s", err);
+    free(crcs);
+    ckpt_layout_free(&L);
+    if (system(cmd)) {}
+}
+
 // XOR byte `at` of a file (at < 0: from the end) with x.
 static void flip_byte(const char *path, long at, int x) {
     FILE *f = fopen(path, "r+b");
@@ -95,6 +145,9 @@ static void check_crc_and_spans(void) {
         uint32_t a = crc32c(0, buf + off, len);
         CHECK(a == crc32c_sw(0, buf + off, len), "crc32c hw != sw at offset %zu length %zu", off, len);
         CHECK(a == crc32c(crc32c(0, buf + off, cut), buf + off + cut, len - cut), "crc32c does not chain (%zu)", len);
+        // the sharded writer's merge: the CRC of a||b from the CRCs of a and b (any split)
+        CHECK(a == crc32c_combine(crc32c(0, buf + off, cut), crc32c(0, buf + off + cut, len - cut), len - cut),
+              "crc32c_combine != the direct CRC (length %zu cut at %zu)", len, cut);
     }
     // regions of 1 MiB + 5 bytes (the last shorter), spans straddling blocks and regions
     CkptSumFile f = {"synthetic", N, 0, 0, NULL};
@@ -273,6 +326,7 @@ int main(int argc, char **argv) {
     ckpt_writer_free(w);
     st.step = 4;
     check_streamed(dir, &t, &st, p1, whole.m, whole.v);
+    for (int ws = 1; ws <= 4; ws += 3) check_sharded(dir, &t, &st, p1, whole.m, whole.v, ws);
     char path[512], err[4096];
     CHECK(ckpt_resolve(dir, "auto", path, sizeof path, err, sizeof err) == 1, "resolve: %s", err);
     CHECK(strstr(path, "step-00000004") != NULL, "newest is %s", path);

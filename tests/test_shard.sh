@@ -100,8 +100,8 @@ refused 3 "full, uneven blocks" "dist.shard: full needs the same micro-batches o
 refused 4 "full with context parallelism" "dist.shard: full with dist.context_parallel 2: not built yet" dist.shard=full \
   dist.context_parallel=2
 
-# 6. a rank killed while a full-shard checkpoint is written (the gathered state's writer,
-#    rank 0, paused between its files): the job stops, the complete checkpoints stay, the
+# 6. a rank killed while a full-shard checkpoint is written (the sharded writer's ranks
+#    paused between their parts of the two files: OLMO_TEST_CKPT_PAUSE): the job stops, the complete checkpoints stay, the
 #    incomplete directory (copied out before the next run cleans it) is refused naming the
 #    last complete one, and a W=4 full resume from it ends bitwise on the uninterrupted run.
 M=$TMP/kill

@@ -38,7 +38,7 @@ int cmd_ckpt(int argc, char **argv) {
     }
     snprintf(p, sizeof p, "%s/train_state.json", path);
     int bad = 0, checked = 0;
-    if (access(p, F_OK) == 0) {   // one checkpoint
+    if (access(p, F_OK) == 0 || ckpt_is_incomplete(path)) {   // one checkpoint (or an unfinished sharded one: BAD)
         bad = ckpt_verify_dir(path, stdout, err, sizeof err) < 0;
         checked = 1;
     } else {

@@ -13,6 +13,7 @@
 #include "model/graph.h"
 #include "model/model.h"
 #include "recipe/recipe.h"
+#include "train/ckpt_shard.h"
 #include "train/optim.h"
 #include "train/peak.h"
 #include "util/blas_core.h"
@@ -243,6 +244,20 @@ int cmd_info(int argc, char **argv) {
     print_bytes("fp32 master + Adam (ZeRO-1 shard)", P * 12 / world);
     print_bytes("activations (bf16, about half of fp32)", act32 / 2);
     print_bytes("total", P * 6 + P * 12 / world + act32 / 2);
+    // The host side of a checkpoint (src/train/ckpt_save.c): at the step boundary each rank
+    // copies its state (every rank its shard at W > 1, ckpt_shard.h; one rank the whole) to
+    // host memory, written from there in the background with ckpt.async; on a GPU this is
+    // host RAM beside the device state.
+    {
+        const int G = group ? group : world;
+        size_t *b = xmalloc(sizeof(size_t) * (size_t)(G + 1));
+        dist_shard_bounds(n, G, b);
+        printf(" checkpoints: the host snapshot of %s state (weights, Adam m, v), written in the background (ckpt.async)\n",
+               G > 1 ? "each rank's shard of the" : "the whole");
+        print_bytes(G > 1 ? "host RAM, checkpoint snapshot (shard, 12 B/param)" : "host RAM, checkpoint snapshot (12 B/param)",
+                    (double)ckpt_shard_snapshot_bytes(b[0], b[1]));
+        free(b);
+    }
     if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, group, !strcmp(shard, "full") ? 2 : !strcmp(shard, "grads"), micro, seq_len, C, head_stride);
     else print_peaks();
     free(ov);

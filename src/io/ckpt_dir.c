@@ -53,6 +53,40 @@ long *ckpt_list_steps(const char *ckdir, int *n) {
     return s;
 }
 
+int ckpt_is_incomplete(const char *dir) {
+    char p[4600];
+    snprintf(p, sizeof p, "%s/%s", dir, CKPT_INCOMPLETE_NAME);
+    return access(p, F_OK) == 0;
+}
+
+// train.resume=PATH names a checkpoint whose write did not finish: a sharded one with its
+// marker (a rank failed or was killed before every part was in), or a writer's .tmp-*
+// directory. Refused here, before the trainer's clean-up of .tmp-* directories could remove
+// it and leave only "no such directory"; the message names the run's last complete one.
+static int refuse_incomplete(const char *run_dir, const char *resume, char *err, size_t errlen) {
+    const char *base = strrchr(resume, '/');
+    base = base ? base + 1 : resume;
+    const int marker = ckpt_is_incomplete(resume);
+    if (!marker && strncmp(base, ".tmp-", 5) != 0) return 0;
+    char ckdir[4096];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+    int n;
+    long *steps = ckpt_list_steps(ckdir, &n);
+    int used = snprintf(err, errlen, "cannot resume from %s: %s", resume,
+                        marker ? "an incomplete sharded checkpoint (it still holds '" CKPT_INCOMPLETE_NAME "': not every "
+                                 "rank finished writing its part, a rank failed or was killed)"
+                               : "an incomplete checkpoint (a .tmp-* directory: its write did not finish)");
+    if (used > 0 && (size_t)used < errlen) {
+        if (n > 0)
+            snprintf(err + used, errlen - (size_t)used, "; the last complete checkpoint is %s/step-%08ld "
+                     "(train.resume=%s/step-%08ld resumes from it)", ckdir, steps[0], ckdir, steps[0]);
+        else
+            snprintf(err + used, errlen - (size_t)used, "; %s holds no complete checkpoint", ckdir);
+    }
+    free(steps);
+    return -1;
+}
+
 int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outlen, char *err, size_t errlen) {
     if (!strcmp(resume, "never")) return 0;
     if (strcmp(resume, "auto") != 0) {
@@ -60,6 +94,7 @@ int ckpt_resolve(const char *run_dir, const char *resume, char *out, size_t outl
             snprintf(err, errlen, "train.resume=%s: no such checkpoint directory", resume);
             return -1;
         }
+        if (refuse_incomplete(run_dir, resume, err, errlen)) return -1;
         snprintf(out, outlen, "%s", resume);
         return 1;
     }
@@ -148,6 +183,11 @@ int ckpt_source_resolve(const char *ckpt, CkptUse use, CkptSource *s, char *err,
     if (stat(ckpt, &sb) != 0) return CKPT_SRC_MISSING;
     char path[4700];
     int found = 0;
+    if (S_ISDIR(sb.st_mode) && ckpt_is_incomplete(ckpt)) {   // its files hold parts not yet written
+        snprintf(err, errlen, "%s is an incomplete sharded checkpoint (it holds '%s': not every rank finished "
+                 "writing its part); not read", ckpt, CKPT_INCOMPLETE_NAME);
+        return -1;
+    }
     if (S_ISREG(sb.st_mode)) {
         s->kind = CKPT_SRC_WEIGHTS;
         snprintf(path, sizeof path, "%s", ckpt);

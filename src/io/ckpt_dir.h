@@ -8,6 +8,13 @@
 
 #include <stddef.h>
 
+// A sharded checkpoint's write in progress (src/train/ckpt_shard.h): rank 0 puts this file
+// into checkpoints/.tmp-step-N first and removes it only once every rank's part is in, just
+// before the rename. A directory holding it is incomplete whatever else it holds.
+#define CKPT_INCOMPLETE_NAME "incomplete"
+// 1 if dir holds CKPT_INCOMPLETE_NAME.
+int ckpt_is_incomplete(const char *dir);
+
 // "step-00001000" -> 1000; -1 if name is not a checkpoint directory name.
 long ckpt_step_of_name(const char *name);
 // Steps of every step-* directory under ckdir, newest first (malloc'd); *n gets the count.

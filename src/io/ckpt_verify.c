@@ -305,6 +305,12 @@ int ckpt_verify_path(const char *path, int header_only, char *err, size_t errlen
     char dir[4200], p[4400];
     const char *base;
     split_path(path, dir, sizeof dir, &base);
+    if (ckpt_is_incomplete(dir)) {   // a sharded write that never finished: no checksums to check against yet
+        failf(err, errlen, "%s: in an incomplete sharded checkpoint (%s/%s: not every rank finished writing its part)",
+              path, dir, CKPT_INCOMPLETE_NAME);
+        ckpt_verify_hint(dir, err, errlen);
+        return -1;
+    }
     CkptSums s;
     int rc = ckpt_sums_read(dir, &s, err, errlen);
     if (rc < 0) {
@@ -335,6 +341,12 @@ int ckpt_verify_path(const char *path, int header_only, char *err, size_t errlen
 }
 
 int ckpt_verify_dir(const char *dir, FILE *out, char *err, size_t errlen) {
+    if (ckpt_is_incomplete(dir)) {
+        snprintf(err, errlen, "%s: an incomplete sharded checkpoint (it holds %s: not every rank finished writing its "
+                 "part)", dir, CKPT_INCOMPLETE_NAME);
+        if (out) fprintf(out, "BAD %s\n", err);
+        return -1;
+    }
     CkptSums s;
     int rc = ckpt_sums_read(dir, &s, err, errlen);
     if (rc == 1) {

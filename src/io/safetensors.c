@@ -230,19 +230,7 @@ static void sums_add(StSums *s, int tensor, size_t begin, size_t end, uint32_t c
     s->r[s->n++] = (StRegion){tensor, begin, end, crc};
 }
 
-// Records the CRCs of bytes [pos, pos + len) of the file, tensor `tensor`, in chunks.
-static void sums_add_bytes(StSums *s, int tensor, size_t pos, const uint8_t *p, size_t len, size_t chunk) {
-    size_t o = 0;
-    do {   // an empty tensor still gets its (empty) region: every tensor is listed
-        size_t k = len - o < chunk ? len - o : chunk;
-        sums_add(s, tensor, pos + o, pos + o + k, crc32c(0, p + o, k));
-        o += k;
-    } while (o < len);
-}
-
-int st_write_sums(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx, size_t chunk,
-                  StSums *sums) {
-    if (sums) memset(sums, 0, sizeof *sums);
+char *st_header(const StWrite *ts, int n, const char *metadata, size_t *len) {
     cJSON *root = cJSON_CreateObject();
     if (metadata) {
         cJSON *md = cJSON_Parse(metadata);
@@ -268,14 +256,41 @@ int st_write_sums(const char *path, const StWrite *ts, int n, const char *metada
     memcpy(hbuf + 8, hjson, hlen);
     memset(hbuf + 8 + hlen, ' ', padded - hlen);
     free(hjson);
+    *len = padded + 8;
+    return hbuf;
+}
 
+void st_regions(const StWrite *ts, int n, size_t hlen, size_t chunk, StSums *sums) {
+    memset(sums, 0, sizeof *sums);
+    sums_add(sums, -1, 0, hlen, 0);
+    size_t pos = hlen;
+    for (int i = 0; i < n; i++) {
+        size_t o = 0, len = ts[i].nbytes;
+        do {   // an empty tensor still gets its (empty) region: every tensor is listed
+            size_t k = len - o < chunk ? len - o : chunk;
+            sums_add(sums, i, pos + o, pos + o + k, 0);
+            o += k;
+        } while (o < len);
+        pos += len;
+    }
+    sums->file_size = pos;
+}
+
+int st_write_sums(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx, size_t chunk,
+                  StSums *sums) {
+    size_t hl;
+    char *hbuf = st_header(ts, n, metadata, &hl);
+    if (sums) {   // the layout first; each region's CRC from the bytes as they are written
+        st_regions(ts, n, hl, chunk, sums);
+        sums->r[0].crc = crc32c(0, hbuf, hl);
+    }
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { free(hbuf); return -1; }
-    int rc = write_all(fd, hbuf, padded + 8);
-    if (sums) sums_add(sums, -1, 0, padded + 8, crc32c(0, hbuf, padded + 8));
-    size_t pos = padded + 8;
+    int rc = write_all(fd, hbuf, hl);
+    size_t pos = hl;
+    int reg = 1;   // the next region of sums
     free(hbuf);
     size_t fill_max = 0;
     for (int i = 0; i < n; i++)
@@ -289,11 +304,11 @@ int st_write_sums(const char *path, const StWrite *ts, int n, const char *metada
             src = fill_buf;
         }
         // Checksummed from the buffer written, not re-read: a later flip on disk shows.
-        if (sums) sums_add_bytes(sums, i, pos, src, ts[i].nbytes, chunk);
+        for (; sums && reg < sums->n && sums->r[reg].tensor == i; reg++)
+            sums->r[reg].crc = crc32c(0, (const uint8_t *)src + (sums->r[reg].begin - pos), sums->r[reg].end - sums->r[reg].begin);
         pos += ts[i].nbytes;
         rc = write_all(fd, src, ts[i].nbytes);
     }
-    if (sums) sums->file_size = pos;
     free(fill_buf);
     if (rc == 0) rc = fsync(fd);
     int e = errno;

@@ -70,6 +70,14 @@ typedef struct {
 // st_write_fill that also records sums (chunk > 0); free(sums->r) afterwards, whatever it returns.
 int st_write_sums(const char *path, const StWrite *ts, int n, const char *metadata, StFill fill, void *ctx, size_t chunk,
                   StSums *sums);
+// The pieces of st_write_sums, for writers that fill one file from several processes (the
+// sharded checkpoint, src/train/ckpt_shard.h): the header of a file of tensors ts (8-byte
+// length, JSON, space padding to 8 bytes; malloc'd, *len its bytes), and the file's regions
+// as st_write_sums records them (the header, then each tensor's bytes in pieces of at most
+// chunk bytes; crc 0; file_size set; free(sums->r)). Tensor i starts at hlen + the bytes of
+// the tensors before it.
+char *st_header(const StWrite *ts, int n, const char *metadata, size_t *len);
+void st_regions(const StWrite *ts, int n, size_t hlen, size_t chunk, StSums *sums);
 size_t st_dtype_size(const char *dtype);   // 0 if unknown
 
 #endif

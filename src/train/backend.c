@@ -94,6 +94,10 @@ void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const Tr
     be->iface->save_checkpoint(be, tc, w, st);
 }
 
+void backend_snapshot_range(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst) {
+    be->iface->snapshot_range(be, tc, which, lo, hi, dst);
+}
+
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim) { be->iface->sync_to_host(be, tc, optim); }
 
 void backend_sync_from_host(Backend *be, TrainCore *tc) { be->iface->sync_from_host(be, tc); }

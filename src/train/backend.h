@@ -8,8 +8,10 @@
 // keeps in its Backend): the same global-count loss normalization, micro-batch gradients
 // accumulated in a fixed order, global-norm clip, skip-step and AdamW over its DevState.
 // A device backend (cuda) owns the optimizer state after backend_sync_from_host (the host
-// m, v are released, checkpoints stream from the device through backend_save_checkpoint in
-// the same fp32 HF safetensors as the CPU writes), backend_sync_to_host refreshes
+// m, v are released; checkpoints copy the device state to host memory at the step boundary,
+// backend_snapshot_range, and are written in the background, or stream from the device
+// through backend_save_checkpoint without ckpt.async: the same fp32 HF safetensors as the
+// CPU writes), backend_sync_to_host refreshes
 // Model.params for the final weights and CPU evaluation (eval.device=cpu), and in-loop
 // evaluation runs on the device (backend_forward_backward). docs/cuda.md, and
 // docs/adding-an-op.md "Adding a backend".
@@ -50,6 +52,7 @@ typedef struct BackendIface {
     // Checkpoints: 1 when they must go through save_checkpoint (the device holds the state).
     int (*streams_checkpoint)(const Backend *be);
     void (*save_checkpoint)(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+    void (*snapshot_range)(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst);
     void (*sync_to_host)(Backend *be, TrainCore *tc, int optim);
     void (*sync_from_host)(Backend *be, TrainCore *tc);
     LossSums (*forward_backward)(Backend *be, TrainCore *tc, const int32_t *inputs, const int32_t *targets, int B,
@@ -91,7 +94,14 @@ double backend_device_bytes(const Backend *be);
 int backend_streams_checkpoint(const Backend *be);
 // Collective (every rank calls it): rank 0 writes checkpoint st through w tensor by tensor
 // from the device (ckpt_commit_fetch; synchronous); the other ranks send their shards.
+// One device with ckpt.async off (src/train/ckpt_save.c); otherwise backend_snapshot_range.
 void backend_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const TrainState *st);
+// Copy [lo, hi) of this rank's state `which` (0 fp32 master weights, 1 Adam m, 2 Adam v) to
+// host memory dst (hi - lo floats), within this rank's shard (train_core_range; the weights
+// anywhere without dist.shard: full). Not collective: the checkpoint's snapshot at the step
+// boundary, each rank its own part (src/train/ckpt_shard.h), one device the whole state;
+// on CUDA a device-to-host copy, the write then runs on the host in the background.
+void backend_snapshot_range(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst);
 // Device state -> host: params into Model.params (rank 0; collective with NCCL); with optim
 // also the device's Adam range into opt.m/v (allocated if released; tests). No-op on cpu.
 void backend_sync_to_host(Backend *be, TrainCore *tc, int optim);

@@ -145,6 +145,12 @@ static void cpu_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, const
     die("backend cpu: checkpoints are written from host memory (backend_streams_checkpoint is 0)");
 }
 
+// The host holds it: the master shard (full) or Model.params, the Adam shard (from lo).
+static void cpu_snapshot_range(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst) {
+    (void)be;
+    host_snapshot_range(tc, which, lo, hi, dst);
+}
+
 // Without dist.shard: full the host's Model is the state itself; with it, Model.params is
 // only the gather target: rank 0 gathers the master shards there for evaluation, the
 // checkpoint and the final weights, and the master shard is taken from it after
@@ -177,6 +183,7 @@ const BackendIface backend_cpu = {
     .device_peak = cpu_device_peak,
     .streams_checkpoint = cpu_streams_checkpoint,
     .save_checkpoint = cpu_save_checkpoint,
+    .snapshot_range = cpu_snapshot_range,
     .sync_to_host = cpu_sync_to_host,
     .sync_from_host = cpu_sync_from_host,
     .forward_backward = cpu_forward_backward,

@@ -20,6 +20,12 @@
 #include "model/config_json.h"
 #include "util/common.h"
 
+void ckpt_test_pause(void) {
+    // Test hook: widen the window in which a kill lands mid-checkpoint.
+    const char *pause = getenv("OLMO_TEST_CKPT_PAUSE");
+    if (pause) usleep((useconds_t)(atof(pause) * 1e6));
+}
+
 void ckpt_sha256_hex(const void *data, size_t len, char out[65]) {
     unsigned char h[SHA256_DIGEST_LENGTH];
     SHA256(data, len, h);
@@ -74,7 +80,7 @@ static cJSON *hex_array(const double *x, int n) {
 }
 
 
-static char *state_to_json(const TrainState *st) {
+char *ckpt_state_json(const TrainState *st) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "format", CKPT_FORMAT);
     cJSON_AddStringToObject(o, "olmo_version", OLMO_VERSION_STRING);
@@ -408,9 +414,8 @@ fail_sums:
 
 // ---- writer ---------------------------------------------------------------------------------------
 struct CkptWriter {
-    char ckdir[4096];
+    CkptPolicy pol;
     const ParamTable *t;
-    int keep_last, keep_every, async;
     float *p, *m, *v;           // snapshot
     CkptFetch fetch;            // ckpt_commit_fetch: tensors come from here instead
     void *fetch_ctx;
@@ -426,40 +431,36 @@ struct CkptWriter {
 
 CkptWriter *ckpt_writer_create(const char *run_dir, const ParamTable *t, int keep_last, int keep_every, int async) {
     CkptWriter *w = xcalloc(1, sizeof *w);
-    snprintf(w->ckdir, sizeof w->ckdir, "%s/checkpoints", run_dir);
+    ckpt_policy_init(&w->pol, run_dir, keep_last, keep_every, async);
     w->t = t;
-    w->keep_last = keep_last < 1 ? 1 : keep_last;
-    w->keep_every = keep_every;
-    w->async = async;
     return w;
 }
 
-static void retention(CkptWriter *w) {
+void ckpt_policy_init(CkptPolicy *p, const char *run_dir, int keep_last, int keep_every, int async) {
+    snprintf(p->ckdir, sizeof p->ckdir, "%s/checkpoints", run_dir);
+    p->keep_last = keep_last < 1 ? 1 : keep_last;
+    p->keep_every = keep_every;
+    p->async = async;
+}
+
+void ckpt_retention(const char *ckdir, int keep_last, int keep_every) {
     int n;
-    long *steps = ckpt_list_steps(w->ckdir, &n);
+    long *steps = ckpt_list_steps(ckdir, &n);
     char p[4600], q[4600];
-    for (int i = w->keep_last; i < n; i++) {
-        if (w->keep_every > 0 && steps[i] % w->keep_every == 0) continue;
-        snprintf(p, sizeof p, "%s/step-%08ld", w->ckdir, steps[i]);
-        snprintf(q, sizeof q, "%s/.tmp-del-step-%08ld", w->ckdir, steps[i]);
+    for (int i = keep_last; i < n; i++) {
+        if (keep_every > 0 && steps[i] % keep_every == 0) continue;
+        snprintf(p, sizeof p, "%s/step-%08ld", ckdir, steps[i]);
+        snprintf(q, sizeof q, "%s/.tmp-del-step-%08ld", ckdir, steps[i]);
         // Renamed first so no step-* directory is ever half deleted.
         if (rename(p, q) == 0) rm_rf(q);
     }
     free(steps);
 }
 
-// Tensor i of a checkpoint file: `which` 0 parameters, 1 exp_avg, 2 exp_avg_sq of table
-// entry i % n. From the snapshot, or (ckpt_commit_fetch: data NULL) fetched by fill_tensor
-// into st_write_fill's buffer when its turn comes.
-static StWrite tensor_write(const CkptWriter *w, const char *name, const ParamInfo *q, int which) {
-    const float *base = which == 0 ? w->p : which == 1 ? w->m : w->v;
-    return (StWrite){name, "F32", q->ndim, {q->shape[0], q->shape[1]}, w->fetch ? NULL : base + q->offset,
-                     q->numel * sizeof(float)};
-}
-
 typedef struct {
     CkptWriter *w;
     int which0;   // model.safetensors: 0 (parameters); optim: 1 (exp_avg), then 2 (exp_avg_sq)
+    // (ckpt_commit_fetch: tensor i of the file fetched into st_write_fill's buffer in turn)
 } FillCtx;
 
 static void fill_tensor(void *ctx, int i, void *buf) {
@@ -469,85 +470,111 @@ static void fill_tensor(void *ctx, int i, void *buf) {
     f->w->fetch(f->w->fetch_ctx, f->which0 + i / t->n, q->offset, q->numel, buf);
 }
 
-static int write_all(CkptWriter *w) {
-    const ParamTable *t = w->t;
-    const TrainState *st = &w->st;
-    char tmp[4600], fin[4600], p[4800];
-    if (mkdir_p(w->ckdir) != 0) return snprintf(w->errmsg, sizeof w->errmsg, "cannot create %s", w->ckdir), -1;
-    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08ld", w->ckdir, st->step);
-    snprintf(fin, sizeof fin, "%s/step-%08ld", w->ckdir, st->step);
-    rm_rf(tmp);
-    if (mkdir(tmp, 0755) != 0) return snprintf(w->errmsg, sizeof w->errmsg, "cannot create %s: %s", tmp, strerror(errno)), -1;
-    // model.safetensors
-    StWrite *ws = xcalloc(2 * (size_t)t->n, sizeof(StWrite));
-    for (int i = 0; i < t->n; i++) ws[i] = tensor_write(w, t->p[i].name, &t->p[i], 0);
-    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    char meta[256];
-    snprintf(meta, sizeof meta, "{\"format\": \"pt\", \"step\": \"%ld\"}", st->step);
-    FillCtx fp = {w, 0}, fo = {w, 1};
-    // Content checksums (ckpt_verify.h), taken from the bytes as they are written.
-    CkptSums sums = {0};
-    StSums ss;
-    int rc = st_write_sums(p, ws, t->n, meta, fill_tensor, &fp, CKPT_SUM_CHUNK, &ss);
-    if (rc == 0) ckpt_sums_add_st(&sums, "model.safetensors", ws, &ss);
-    free(ss.r);
-    if (rc != 0) goto ioerr;
-    // Test hook: widen the window in which a kill lands mid-checkpoint.
-    const char *pause = getenv("OLMO_TEST_CKPT_PAUSE");
-    if (pause) usleep((useconds_t)(atof(pause) * 1e6));
-    // optim.safetensors: exp_avg for every tensor, then exp_avg_sq.
-    char **names = xcalloc(2 * (size_t)t->n, sizeof(char *));
-    for (int i = 0; i < t->n; i++) {
-        const ParamInfo *q = &t->p[i];
-        names[i] = xmalloc(strlen(q->name) + 16);
-        names[t->n + i] = xmalloc(strlen(q->name) + 16);
-        sprintf(names[i], "%s.exp_avg", q->name);
-        sprintf(names[t->n + i], "%s.exp_avg_sq", q->name);
-        ws[i] = tensor_write(w, names[i], q, 1);
-        ws[t->n + i] = tensor_write(w, names[t->n + i], q, 2);
+int ckpt_file_tensors(const ParamTable *t, int file, const TrainState *st, StWrite *ws, char **names, char *meta,
+                      size_t metalen) {
+    if (file == 0) {
+        for (int i = 0; i < t->n; i++) {
+            const ParamInfo *q = &t->p[i];
+            ws[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, NULL, q->numel * sizeof(float)};
+        }
+        snprintf(meta, metalen, "{\"format\": \"pt\", \"step\": \"%ld\"}", st->step);
+        return t->n;
     }
-    snprintf(p, sizeof p, "%s/optim.safetensors", tmp);
-    snprintf(meta, sizeof meta, "{\"format\": \"olmo.c adamw\", \"step\": \"%ld\", \"adam_step\": \"%ld\"}", st->step,
+    // optim.safetensors: exp_avg for every tensor, then exp_avg_sq.
+    for (int i = 0; i < 2 * t->n; i++) {
+        const ParamInfo *q = &t->p[i % t->n];
+        names[i] = xmalloc(strlen(q->name) + 16);
+        sprintf(names[i], "%s.%s", q->name, i < t->n ? "exp_avg" : "exp_avg_sq");
+        ws[i] = (StWrite){names[i], "F32", q->ndim, {q->shape[0], q->shape[1]}, NULL, q->numel * sizeof(float)};
+    }
+    snprintf(meta, metalen, "{\"format\": \"olmo.c adamw\", \"step\": \"%ld\", \"adam_step\": \"%ld\"}", st->step,
              st->adam_step);
-    rc = st_write_sums(p, ws, 2 * t->n, meta, fill_tensor, &fo, CKPT_SUM_CHUNK, &ss);
-    if (rc == 0) ckpt_sums_add_st(&sums, "optim.safetensors", ws, &ss);
-    free(ss.r);
-    for (int i = 0; i < 2 * t->n; i++) free(names[i]);
-    free(names);
-    if (rc != 0) goto ioerr;
-    char *js = state_to_json(st);
+    return 2 * t->n;
+}
+
+int ckpt_publish(const char *ckdir, const char *tmp, const TrainState *st, CkptSums *sums, int keep_last, int keep_every,
+                 char *last, size_t lastlen, char *errmsg, size_t errlen) {
+    char fin[4600], p[4800];
+    snprintf(fin, sizeof fin, "%s/step-%08ld", ckdir, st->step);
+    char *js = ckpt_state_json(st);
     snprintf(p, sizeof p, "%s/train_state.json", tmp);
-    rc = write_file_atomic(p, js, strlen(js));
-    if (rc == 0) ckpt_sums_add_buf(&sums, "train_state.json", js, strlen(js));
+    int rc = write_file_atomic(p, js, strlen(js));
+    if (rc == 0) ckpt_sums_add_buf(sums, "train_state.json", js, strlen(js));
     free(js);
     if (rc != 0) goto ioerr;
-    free(ws);
-    ws = NULL;
     // Last, so a directory with checksums.txt has every file it lists (and a kill before
     // the rename below leaves only a .tmp-* directory anyway).
     snprintf(p, sizeof p, "%s/%s", tmp, CKPT_SUMS_NAME);
-    rc = ckpt_sums_write(tmp, &sums);
-    ckpt_sums_free(&sums);
-    if (rc != 0) goto ioerr;
+    if (ckpt_sums_write(tmp, sums) != 0) goto ioerr;
+    // A sharded write's marker goes only now that every part is in (ckpt_dir.h).
+    snprintf(p, sizeof p, "%s/%s", tmp, CKPT_INCOMPLETE_NAME);
+    if (unlink(p) != 0 && errno != ENOENT) goto ioerr;
     // Complete and durable: publish it.
     if (fsync_dir(tmp) != 0) goto ioerr;
     if (is_dir(fin)) {   // same step written before (e.g. a run restarted with resume=never)
-        snprintf(p, sizeof p, "%s/.tmp-del-step-%08ld", w->ckdir, st->step);
+        snprintf(p, sizeof p, "%s/.tmp-del-step-%08ld", ckdir, st->step);
         if (rename(fin, p) == 0) rm_rf(p);
     }
-    if (rename(tmp, fin) != 0 || fsync_dir(w->ckdir) != 0) goto ioerr;
-    snprintf(p, sizeof p, "%s/latest", w->ckdir);
+    snprintf(p, sizeof p, "%s", tmp);
+    if (rename(tmp, fin) != 0 || fsync_dir(ckdir) != 0) goto ioerr;
+    snprintf(p, sizeof p, "%s/latest", ckdir);
     char name[64];
     int nl = snprintf(name, sizeof name, "step-%08ld\n", st->step);
     if (write_file_atomic(p, name, (size_t)nl) != 0) goto ioerr;
-    snprintf(w->last, sizeof w->last, "%s", fin);
-    retention(w);
+    snprintf(last, lastlen, "%s", fin);
+    ckpt_retention(ckdir, keep_last, keep_every);
     return 0;
 ioerr:
-    snprintf(w->errmsg, sizeof w->errmsg, "writing checkpoint %s: %s (%s)", fin, strerror(errno), p);
-    ckpt_sums_free(&sums);
-    free(ws);
+    snprintf(errmsg, errlen, "writing checkpoint %s: %s (%s)", fin, strerror(errno), p);
     return -1;
+}
+
+int ckpt_temp_dir(const char *ckdir, long step, char *tmp, size_t tmplen, char *errmsg, size_t errlen) {
+    if (mkdir_p(ckdir) != 0) return snprintf(errmsg, errlen, "cannot create %s", ckdir), -1;
+    snprintf(tmp, tmplen, "%s/.tmp-step-%08ld", ckdir, step);
+    rm_rf(tmp);
+    if (mkdir(tmp, 0755) != 0) return snprintf(errmsg, errlen, "cannot create %s: %s", tmp, strerror(errno)), -1;
+    return 0;
+}
+
+static int write_all(CkptWriter *w) {
+    const ParamTable *t = w->t;
+    const TrainState *st = &w->st;
+    char tmp[4600], p[4800];
+    if (ckpt_temp_dir(w->pol.ckdir, st->step, tmp, sizeof tmp, w->errmsg, sizeof w->errmsg) != 0) return -1;
+    StWrite *ws = xcalloc(2 * (size_t)t->n, sizeof(StWrite));
+    char **names = xcalloc(2 * (size_t)t->n, sizeof(char *));
+    char meta[256];
+    // Content checksums (ckpt_verify.h), taken from the bytes as they are written.
+    CkptSums sums = {0};
+    StSums ss;
+    int rc = 0;
+    for (int file = 0; file < 2 && rc == 0; file++) {
+        const int n = ckpt_file_tensors(t, file, st, ws, names, meta, sizeof meta);
+        const float *base[3] = {w->p, w->m, w->v};
+        if (!w->fetch)   // from the snapshot; ckpt_commit_fetch: fetched by fill_tensor in turn
+            for (int i = 0; i < n; i++) ws[i].data = base[file + i / t->n] + t->p[i % t->n].offset;
+        FillCtx fc = {w, file};
+        const char *fname = file == 0 ? "model.safetensors" : "optim.safetensors";
+        snprintf(p, sizeof p, "%s/%s", tmp, fname);
+        rc = st_write_sums(p, ws, n, meta, fill_tensor, &fc, CKPT_SUM_CHUNK, &ss);
+        if (rc == 0) ckpt_sums_add_st(&sums, fname, ws, &ss);
+        free(ss.r);
+        if (file == 0) ckpt_test_pause();
+    }
+    for (int i = 0; i < 2 * t->n; i++) free(names[i]);
+    free(names);
+    free(ws);
+    if (rc != 0) {
+        snprintf(w->errmsg, sizeof w->errmsg, "writing checkpoint %s/step-%08ld: %s (%s)", w->pol.ckdir, st->step,
+                 strerror(errno), p);
+        ckpt_sums_free(&sums);
+        return -1;
+    }
+    rc = ckpt_publish(w->pol.ckdir, tmp, st, &sums, w->pol.keep_last, w->pol.keep_every, w->last, sizeof w->last, w->errmsg,
+                      sizeof w->errmsg);
+    ckpt_sums_free(&sums);
+    return rc;
 }
 
 static void *writer_main(void *arg) {
@@ -593,7 +620,7 @@ static void commit(CkptWriter *w, const TrainState *st, int async) {
     }
 }
 
-void ckpt_commit(CkptWriter *w, const TrainState *st) { commit(w, st, w->async); }
+void ckpt_commit(CkptWriter *w, const TrainState *st) { commit(w, st, w->pol.async); }
 
 void ckpt_commit_fetch(CkptWriter *w, const TrainState *st, CkptFetch fetch, void *ctx) {
     ckpt_wait(w);

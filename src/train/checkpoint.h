@@ -5,8 +5,9 @@
 //   train_state.json   step, tokens, loader state, schedule, skip-step history, model
 //                      shape, world size at save, recipe YAML + sha256, olmo version
 // and RUN_DIR/checkpoints/latest naming the newest. Nothing depends on the backend,
-// the precision or the world size: ZeRO shards are gathered before writing and a run
-// may resume with any world size.
+// the precision or the world size: at W > 1 each rank writes its own shard's byte ranges of
+// the same files (src/train/ckpt_shard.h; this file's writer is the one-rank case and the
+// pieces both share), and a run may resume with any world size.
 //
 // Crash safety: a checkpoint is written into checkpoints/.tmp-step-N/, every file is
 // fsync'd, then the directory is renamed to step-N and the parent fsync'd; `latest` is
@@ -20,6 +21,8 @@
 
 #include "data/loader.h"
 #include "io/ckpt_dir.h"
+#include "io/ckpt_verify.h"
+#include "io/safetensors.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "train/optim.h"
@@ -70,6 +73,32 @@ double ckpt_wait(CkptWriter *w);
 void ckpt_writer_free(CkptWriter *w);   // waits first
 // Path of the last checkpoint committed (after ckpt_wait: complete on disk).
 const char *ckpt_last_path(const CkptWriter *w);
+
+// ---- the pieces both writers share (this one and the sharded one, src/train/ckpt_shard.h) ----
+// The tensors of checkpoint file `file` (0 model.safetensors, 1 optim.safetensors) in file
+// order, data NULL, and its __metadata__ text: model t->n tensors (names borrowed from t),
+// optim 2 t->n (exp_avg of each, then exp_avg_sq; names[i] malloc'd, for the caller to
+// free). ws and names hold 2 t->n entries. Returns the count.
+int ckpt_file_tensors(const ParamTable *t, int file, const TrainState *st, StWrite *ws, char **names, char *meta,
+                      size_t metalen);
+// checkpoints/.tmp-step-N, created empty (ckdir too). 0, or -1 with a message.
+int ckpt_temp_dir(const char *ckdir, long step, char *tmp, size_t tmplen, char *errmsg, size_t errlen);
+// tmp holds both safetensors files (their sums in sums): add train_state.json and
+// checksums.txt, drop the sharded write's marker, fsync, rename tmp to step-N, update
+// `latest`, apply retention; the final path into last. 0, or -1 with a message.
+int ckpt_publish(const char *ckdir, const char *tmp, const TrainState *st, CkptSums *sums, int keep_last, int keep_every,
+                 char *last, size_t lastlen, char *errmsg, size_t errlen);
+// Where and how a run's checkpoints are written: RUN_DIR/checkpoints, retention, ckpt.async.
+typedef struct {
+    char ckdir[4096];
+    int keep_last, keep_every, async;   // keep_last >= 1
+} CkptPolicy;
+void ckpt_policy_init(CkptPolicy *p, const char *run_dir, int keep_last, int keep_every, int async);
+// Keep the newest keep_last step-* directories of ckdir (and steps divisible by keep_every).
+void ckpt_retention(const char *ckdir, int keep_last, int keep_every);
+char *ckpt_state_json(const TrainState *st);   // train_state.json's text (malloc'd)
+// Test hook OLMO_TEST_CKPT_PAUSE=SECONDS: sleep between the two safetensors files.
+void ckpt_test_pause(void);
 
 // ---- reading ------------------------------------------------------------------------------
 // Remove stale .tmp-* directories under RUN_DIR/checkpoints (left by a killed run).

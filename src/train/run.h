@@ -16,6 +16,7 @@
 #include "recipe/recipe.h"
 #include "train/backend.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_shard.h"
 #include "train/metrics.h"
 #include "train/peak.h"
 #include "train/step.h"
@@ -78,7 +79,8 @@ typedef struct {
     DeviceEval deval;
     char eval_on[40];           // "cpu fp32", "cuda bf16", "cuda fp32" (the record's eval/device)
     MetricsLog log;
-    CkptWriter *w;
+    CkptWriter *w;              // rank 0: the gathering writer (one rank)
+    CkptShard *sw;              // world > 1, every rank: the sharded writer (ckpt_shard.h)
     double peak, fpt;           // MFU's ceiling (FLOP/s of the job) and FLOPs per token (window-aware)
     double fpt_v23;             // the OLMo-core v2.3 count (6N + 12 L H Dh T), logged beside it
     char peak_desc[512];
@@ -116,6 +118,9 @@ void metrics_truncate(const char *run_dir, long step);
 
 // ckpt_save.c: checkpoint `step` of the run. Collective: every rank calls it.
 void save_checkpoint(Run *u, long step, double lr);
+// The write in flight (collective): a sharded one is published once every rank's part is
+// in (block: waits for it; else at the first step boundary after); prints when one completes.
+void ckpt_save_poll(Run *u, int block);
 
 // runlog.c
 // MFU's ceiling: sets u->peak and u->peak_desc (rank 0) and fills the job's cores.

@@ -253,6 +253,15 @@ void host_reduce(TrainCore *tc, float *local, DevState *s) {
     s->grad = tc->shard;
 }
 
+void host_snapshot_range(const TrainCore *tc, int which, size_t lo, size_t hi, float *dst) {
+    size_t slo, shi;
+    train_core_range(tc, &slo, &shi);
+    const float *src = which == 1 ? tc->opt.m : which == 2 ? tc->opt.v : tc->master;
+    if (which == 0 && !src) src = tc->model->params, slo = 0;   // the weights are whole here
+    else if (lo < slo || hi > shi) die("host_snapshot_range: [%zu, %zu) outside this rank's shard [%zu, %zu)", lo, hi, slo, shi);
+    memcpy(dst, src + (lo - slo), sizeof(float) * (hi - lo));
+}
+
 void host_allgather(TrainCore *tc) {
     // full: nothing to gather now; each part's weights are gathered when the graph reads them.
     if (tc->bounds && tc->world > 1 && !tc->master) dist_allgather_shards(tc->model->params, tc->bounds);

@@ -128,6 +128,10 @@ StepResult train_step_on(StepDevice *d, const int32_t *inputs, const int32_t *ta
 // shard; s becomes the host's DevState of tc's range (the CPU op table of tc's Model over
 // its parameters, tc's AdamW moments, that gradient); the updated parameters all-gathered.
 void host_reduce(TrainCore *tc, float *local, DevState *s);
+// [lo, hi) of the host's state `which` (0 weights: the master shard under full, else
+// Model.params; 1 Adam m, 2 Adam v: this rank's shard, indexed from its start) into dst:
+// backend_snapshot_range where the host holds the state (cpu, CUDA's host-MPI fallback).
+void host_snapshot_range(const TrainCore *tc, int which, size_t lo, size_t hi, float *dst);
 void host_allgather(TrainCore *tc);
 
 // With tc->loss_per_rank (train.loss_norm: rank; the default for packed data) and W > 1, each

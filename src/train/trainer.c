@@ -135,10 +135,13 @@ static void run_open_inputs(Run *u) {
     run_check_data(u);   // every rank reads the same data
     run_take_lock(u);    // before the first write into run_dir
     run_check_shared(u); // every rank sees the run_dir rank 0 sees (when it exists already)
-    if (u->rank == 0) ckpt_clean_temp(r->run_dir);
-    dist_barrier();
+    // Resolved before the clean-up: train.resume naming an incomplete (.tmp-*) checkpoint is
+    // refused by name, not after it was removed (ckpt_resolve).
     u->resume = ckpt_resolve(r->run_dir, r->resume, u->ckpt_dir, sizeof u->ckpt_dir, u->msg, sizeof u->msg);
     if (u->resume < 0) fail_all(u->rank, 2, u->msg);
+    dist_barrier();   // every rank resolved before rank 0 removes anything
+    if (u->rank == 0) ckpt_clean_temp(r->run_dir);
+    dist_barrier();
     if (u->resume == 1) resume_guard(r, u->ckpt_dir, u->loader, u->rank, &u->guard);
 }
 
@@ -275,6 +278,7 @@ static void run_loop(Run *u, Loop *lp) {
             lp->diverged = 1;
             g_stop = 1;
         }
+        ckpt_save_poll(u, 0);   // a sharded write in the background: published once every rank is done
         if (dist_any(g_stop)) {
             lp->stopped = 1;
             break;
@@ -295,10 +299,9 @@ static void run_finish(Run *u, const Loop *lp) {
     backend_sync_to_host(u->be, &u->tc, 0);   // cuda: the final weights on the host for model.safetensors
     if (step != lp->last_saved || (lp->steps_run == 0 && u->resume != 1))
         save_checkpoint(u, step, lp->res.lr);
+    ckpt_save_poll(u, 1);
     run_memory_report(u, step);
     if (u->rank != 0) return;
-    double wsec = ckpt_wait(u->w);
-    if (wsec > 0) printf("checkpoint: %s complete (last write %.2fs)\n", ckpt_last_path(u->w), wsec);
     double wall = now_seconds() - lp->t_start;
     if (lp->diverged) {
         fprintf(stderr, "olmo: error: %ld consecutive steps had a non-finite loss or gradient norm and were "
@@ -321,6 +324,7 @@ static void run_finish(Run *u, const Loop *lp) {
 }
 
 static void run_free(Run *u) {
+    ckpt_shard_free(u->sw);
     if (u->ev) eval_free(u->ev);
     free(u->yaml);
     for (int i = 0; i < u->guard.nlines; i++) free(u->guard.lines[i]);
@@ -347,6 +351,12 @@ int train_run(const Recipe *r, const char *recipe_path) {
     JobCores jc;
     run_peak(u, &jc);
     if (u->rank == 0) run_open_outputs(u, &jc);
+    if (u->W > 1) {   // every rank writes its own shard of the checkpoints (ckpt_shard.h)
+        size_t lo, hi;
+        train_core_range(&u->tc, &lo, &hi);
+        u->sw = ckpt_shard_create(r->run_dir, &u->m.table, r->ckpt_keep_last, (int)r->ckpt_keep_every, r->ckpt_async,
+                                  lo, hi, u->tc.sworld, u->tc.bounds, u->rank < u->tc.sworld);
+    }
     run_check_shared(u);   // a run_dir rank 0 created just now
     catch_stop_signals();
     run_eval_open(u);

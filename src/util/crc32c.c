@@ -32,9 +32,6 @@ uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len) {
     return ~crc;
 }
 
-#ifndef __SSE4_2__
-uint32_t crc32c(uint32_t crc, const void *buf, size_t len) { return crc32c_sw(crc, buf, len); }
-#else
 // GF(2) 32x32 matrices as 32 column words: the operators that advance a CRC over zeros.
 static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
     uint32_t sum = 0;
@@ -45,6 +42,31 @@ static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
 static void gf2_square(uint32_t *sq, const uint32_t *mat) {
     for (int n = 0; n < 32; n++) sq[n] = gf2_times(mat, mat[n]);
 }
+// zlib's crc32_combine for this polynomial: crc1 advanced over len2 zero bytes (squarings
+// of the one-zero-bit operator, one per bit of len2), xored with crc2. The pre- and
+// post-inversion of crc32c() cancel, so no correction term is needed.
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2) {
+    if (len2 == 0) return crc1;
+    uint32_t even[32], odd[32], row = 1;
+    odd[0] = POLY;   // one zero bit
+    for (int n = 1; n < 32; n++, row <<= 1) odd[n] = row;
+    gf2_square(even, odd);   // two zero bits
+    gf2_square(odd, even);   // four
+    do {                     // eight (one byte), sixteen, ...: applied where len2 has a bit
+        gf2_square(even, odd);
+        if (len2 & 1) crc1 = gf2_times(even, crc1);
+        len2 >>= 1;
+        if (!len2) break;
+        gf2_square(odd, even);
+        if (len2 & 1) crc1 = gf2_times(odd, crc1);
+        len2 >>= 1;
+    } while (len2);
+    return crc1 ^ crc2;
+}
+
+#ifndef __SSE4_2__
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len) { return crc32c_sw(crc, buf, len); }
+#else
 // The operator appending len zero bytes (len a power of two).
 static void zeros_op(uint32_t *even, size_t len) {
     uint32_t odd[32], row = 1;

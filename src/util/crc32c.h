@@ -14,6 +14,9 @@
 
 // CRC of buf[0..len) continuing from crc (0 to start): crc32c(crc32c(0, a), b) = crc32c(0, a||b).
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+// CRC of a||b from crc32c(0, a), crc32c(0, b) and b's length: how the ranks of a sharded
+// checkpoint, each checksumming its own byte range, give the CRC of a whole region.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 // The portable bytewise version (the reference the hardware path is tested against).
 uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);
 

@@ -263,6 +263,13 @@ static void cuda_save_checkpoint(Backend *be, TrainCore *tc, CkptWriter *w, cons
         for (int i = 0; i < t->n; i++) ckpt_fetch(&ctx, which, t->p[i].offset, t->p[i].numel, NULL);
 }
 
+// The checkpoint's snapshot: a device-to-host copy of this rank's range (the host-MPI
+// fallback holds the state on the host); the file write then runs on the host.
+static void cuda_snapshot_range(Backend *be, TrainCore *tc, int which, size_t lo, size_t hi, float *dst) {
+    if (cb(be)->hostmpi) host_snapshot_range(tc, which, lo, hi, dst);
+    else cuda_download_range(cb(be)->cm, which, lo, hi, dst);
+}
+
 static void cuda_sync_to_host(Backend *be, TrainCore *tc, int optim) {
     CudaBackend *c = cb(be);
     if (c->hostmpi) return;   // host params and Adam shards are the authoritative copies
@@ -318,6 +325,7 @@ const BackendIface backend_cuda = {
     .device_peak = cuda_device_peak,
     .streams_checkpoint = cuda_streams_checkpoint,
     .save_checkpoint = cuda_save_checkpoint,
+    .snapshot_range = cuda_snapshot_range,
     .sync_to_host = cuda_sync_to_host,
     .sync_from_host = cuda_sync_from_host,
     .forward_backward = cuda_fb,
