@@ -19,7 +19,8 @@
 #     recompute, bitwise equal (weights), and
 #     with held-out evaluation (on the CPU model: the device graph holds only a member's
 #     rows) whose last record equals `olmo eval` of the final weights.
-#  3. Without NCCL (OLMO_CUDA_NCCL=0): C > 1 on cuda refused, exit 2, nothing written.
+#  3. Without NCCL (OLMO_CUDA_NCCL=0), and with dist.shard: grads: C > 1 on cuda refused, exit
+#     2, nothing written.
 cd "$(dirname "$0")/.."
 B=${BUILD_EMU:-build-emu}
 if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/tool_cuda_cp_exact >/dev/null 2>&1; then
@@ -91,4 +92,13 @@ set -e
 grep -q "dist.context_parallel 2 with train.backend=cuda needs NCCL" $TMP/nn.log || fail "no message naming the key: $(tail -5 $TMP/nn.log)"
 [ ! -e $TMP/nn ] || fail "C=2 on cuda without NCCL wrote $TMP/nn"
 echo "ok refused: C=2 on cuda without NCCL (exit 2, nothing written)"
+set +e
+CUEMU_DEVICES=2 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUEMU_DEVICES -np 2 "$OLMO" train \
+  "$TMP/cp.yml" train.run_dir=$TMP/ns dist.shard=grads eval.off=true >$TMP/ns.log 2>&1; rc=$?
+set -e
+[ $rc = 2 ] || fail "C=2 with dist.shard=grads on cuda: exit $rc, not 2: $(tail -5 $TMP/ns.log)"
+grep -q "dist.context_parallel 2 with dist.shard: grads on train.backend=cuda is not built" $TMP/ns.log \
+  || fail "no message naming the keys: $(tail -5 $TMP/ns.log)"
+[ ! -e $TMP/ns ] || fail "C=2 with dist.shard=grads on cuda wrote $TMP/ns"
+echo "ok refused: C=2 with dist.shard=grads on cuda (exit 2, nothing written)"
 echo "test_cuda_cp: ok"
