@@ -58,15 +58,18 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, 
         const GraphCP cp = {C, 0, seq_len, head_stride, NULL};
         for (int r = 0; r < 2; r++) {
             CudaMemPlan *q = r ? &rec : &pl;
+            // + the group's NCCL reduce-scatter buffer (kernels/cuda/cp_nccl.cu: T x head_stride x D bf16)
             const double extra = (double)graph_plan_bytes_cp(cfg, micro, seq_len, DT_BF16, r, &cp) -
-                                 (double)graph_plan_bytes(cfg, micro, Tl, DT_BF16, r);
+                                 (double)graph_plan_bytes(cfg, micro, Tl, DT_BF16, r) +
+                                 (double)seq_len * head_stride * cfg->head_dim * 2;
             q->activations += extra;
             q->total += extra;
         }
         printf("  context parallel %d (%d groups of %d GPUs, data parallel over the groups): each GPU holds %d of "
                "each instance's %d tokens; activations / %d, plus the K/V of %d KV head%s over the whole instance "
-               "(all-gathered per layer); not yet runnable on cuda (the CPU has the collective)\n",
-               C, world / C, C, Tl, seq_len, C, head_stride, head_stride > 1 ? "s" : "");
+               "(all-gathered per layer over the group's NCCL communicator) and its reduce-scatter buffer%s\n",
+               C, world / C, C, Tl, seq_len, C, head_stride, head_stride > 1 ? "s" : "",
+               shard ? "; with dist.shard grads/full not built on cuda (refused): this is its layout" : "");
     }
     printf("  %s shard: %zu of %zu parameters (largest rank)\n", shard ? "state" : "optimizer", hi - lo, t.total);
     if (shard) {
