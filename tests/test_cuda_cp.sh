@@ -26,7 +26,9 @@ B=${BUILD_EMU:-build-emu}
 if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/tool_cuda_cp_exact >/dev/null 2>&1; then
   echo "FAIL: make CUDA_EMU=1 BUILD=$B" >&2; exit 1
 fi
-OLMO_BIN=${OLMO_BIN:-$PWD/$B/olmo}
+# Always the emulated binary: the suite's OLMO_BIN (tests/run.sh) is build/olmo, which on a
+# machine with nvcc and no GPU is a real CUDA build without a device.
+OLMO_BIN=$PWD/$B/olmo
 source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
 run_np() { local np=$1; shift; CUEMU_DEVICES=$np mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -x CUEMU_DEVICES -np "$np" "$@"; }
