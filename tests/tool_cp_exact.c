@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cp_case.h"
 #include "dist/dist.h"
 #include "dist/dist_cp.h"
 #include "kernels/kernels.h"
@@ -58,33 +59,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tool_cp_exact: needs mpirun -np C >= 2 with T %% 2C == 0 (T=%d, C=%d)\n", T, C);
         dist_exit(2);
     }
-    ModelConfig cfg = model_preset_find("olmo3-tiny")->cfg;
-    cfg.sliding_window = 100;
-    cfg.full_attn_every = 2;
-    cfg.document_mask = 1;
-    cfg.eos_id = 7;
+    ModelConfig cfg = cp_case_config();
     if (yarn) cfg.rope_scaling = (RopeScaling){ROPE_SCALING_YARN, 8.0, 32.0, 1.0, T / 4};
     Model m;
     model_create(&m, &cfg, B, T);
     param_init(&m.table, m.params, 1234);
     const size_t N = (size_t)B * T, n = m.table.total, Vp = m.cfg.padded_vocab;
     int32_t *in = xmalloc(sizeof(int32_t) * N), *tg = xmalloc(sizeof(int32_t) * N);
-    uint64_t s = 88172645463325252ull;
-    long count = 0;
-    for (int b = 0; b < B; b++) {
-        int left = 0;
-        for (int t = 0; t < T; t++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            if (left-- <= 0) left = (int)(s % 300);   // document lengths 1..300
-            in[(size_t)b * T + t] = left == 0 ? 7 : 8 + (int)((s >> 20) % 990);
-        }
-        for (int t = 0; t < T; t++) {
-            int32_t y = t + 1 < T ? in[(size_t)b * T + t + 1] : -100;
-            if ((t * 2654435761u >> 7) % 9 == 0) y = -100;   // some masked positions
-            tg[(size_t)b * T + t] = y;
-            count += y >= 0;
-        }
-    }
+    const long count = cp_case_instances(B, T, in, tg);
     const float z = 1e-4f, inv = 1.0f / (float)count;
     // the whole instance on this rank
     float *g1 = xcalloc(n, sizeof(float)), *lg1 = xmalloc(sizeof(float) * N * Vp);

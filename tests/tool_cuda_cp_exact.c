@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cp_case.h"
 #include "dist/dist.h"
 #include "dist/dist_cp.h"
 #include "model/graph.h"
@@ -90,32 +91,13 @@ int main(int argc, char **argv) {
         dist_exit(2);
     }
     cuda_select_device(rank);
-    ModelConfig cfg = model_preset_find("olmo3-tiny")->cfg;
-    cfg.sliding_window = 100;
-    cfg.full_attn_every = 2;
-    cfg.document_mask = 1;
-    cfg.eos_id = 7;
+    ModelConfig cfg = cp_case_config();
     Model m;
     model_create(&m, &cfg, B, T);
     param_init(&m.table, m.params, 1234);
     const size_t N = (size_t)B * T, n = m.table.total, Vp = m.cfg.padded_vocab;
     int32_t *in = xmalloc(sizeof(int32_t) * N), *tg = xmalloc(sizeof(int32_t) * N);
-    uint64_t s = 88172645463325252ull;
-    long count = 0;
-    for (int b = 0; b < B; b++) {   // tool_cp_exact's instances
-        int left = 0;
-        for (int t = 0; t < T; t++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            if (left-- <= 0) left = (int)(s % 300);
-            in[(size_t)b * T + t] = left == 0 ? 7 : 8 + (int)((s >> 20) % 990);
-        }
-        for (int t = 0; t < T; t++) {
-            int32_t y = t + 1 < T ? in[(size_t)b * T + t + 1] : -100;
-            if ((t * 2654435761u >> 7) % 9 == 0) y = -100;
-            tg[(size_t)b * T + t] = y;
-            count += y >= 0;
-        }
-    }
+    const long count = cp_case_instances(B, T, in, tg);
     const float z = 1e-4f, inv = 1.0f / (float)count;
     char err[512];
     // the whole instance on rank 0's device, sent to every member
