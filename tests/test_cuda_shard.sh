@@ -7,8 +7,8 @@
 #   - refused with exit 2, naming the key: HSDP (dist.shard_group) on cuda, grads with an
 #     uneven micro-batch split, full without NCCL (OLMO_CUDA_NCCL=0);
 #   - parity with the CPU (W = 1): fp32 full at W = 2 and 4 and grads at W = 2 within 1e-4
-#     relative over 6 steps (the bound of the CPU -> GPU fp32 resume in test_cuda.sh), bf16
-#     full at W = 2 within 5e-2;
+#     relative over 6 steps (the bound of the CPU -> GPU fp32 resume in test_cuda.sh); bf16
+#     full at W = 2 within 5e-2 of bf16 ZeRO-1 at W = 2 (its CPU parity is test_cuda.sh's);
 #   - bitwise run to run (full, W = 2, bf16: metrics and model.safetensors);
 #   - bitwise equal to CUDA ZeRO-1 where the sums are the same: one micro-batch per rank
 #     (W = 4, micro-batch 2 of global 8), full and grads vs optim, bf16; and grads == full at
@@ -74,12 +74,18 @@ if [ "$RANKS" -ge 4 ]; then
   same_metrics "$TMP/cpu" "$TMP/f4" 1e-4
   echo "fp32 W=4 full: within 1e-4 of the CPU"
 fi
+# bf16 against bf16 ZeRO-1 at the same W, not against the CPU's fp32: bf16's own distance
+# from fp32 (test_cuda.sh holds ZeRO-1 to it) left full at 4.3e-2 of the 5e-2 bound with
+# OpenBLAS's Haswell kernels and 6% off with its Cooperlake ones, while full vs ZeRO-1 (the
+# sharding alone: another order of the same sums) measured 4.7e-4; 5e-2 is the bound of
+# test_cuda.sh's bf16 reorderings (NCCL ZeRO-1 W = 2 vs W = 1).
+mrun 2 "$TMP/b2o" $C dist.shard=optim
 mrun 2 "$TMP/b2" $C dist.shard=full
-same_metrics "$TMP/cpu" "$TMP/b2" 5e-2
+same_metrics "$TMP/b2o" "$TMP/b2" 5e-2
 mrun 2 "$TMP/b2b" $C dist.shard=full
 same_metrics "$TMP/b2" "$TMP/b2b"
 cmp "$TMP/b2/model.safetensors" "$TMP/b2b/model.safetensors" || fail "two bf16 W=2 full runs differ"
-echo "bf16 W=2 full: within 5e-2 of the CPU, twice bitwise identical"
+echo "bf16 W=2 full: within 5e-2 of bf16 ZeRO-1, twice bitwise identical"
 grep -q '"memory_device_gib":\[' "$TMP/b2/metrics.jsonl" || fail "no memory_device_gib in metrics.jsonl"
 grep -q "device peak .* GiB on rank 0" "$TMP/b2.log" || fail "no device peak printed"
 
