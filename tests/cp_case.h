@@ -11,7 +11,7 @@
 
 #include "model/model.h"
 
-static ModelConfig cp_case_config(void) {
+static inline ModelConfig cp_case_config(void) {
     ModelConfig cfg = model_preset_find("olmo3-tiny")->cfg;
     cfg.sliding_window = 100;
     cfg.full_attn_every = 2;
@@ -21,7 +21,7 @@ static ModelConfig cp_case_config(void) {
 }
 
 // in, tg (B x T) filled; returns the number of unmasked targets.
-static long cp_case_instances(int B, int T, int32_t *in, int32_t *tg) {
+static inline long cp_case_instances(int B, int T, int32_t *in, int32_t *tg) {
     uint64_t s = 88172645463325252ull;
     long count = 0;
     for (int b = 0; b < B; b++) {

@@ -4,8 +4,8 @@
 # device per rank: 2 and 4 emulated devices under tests/cuemu (tests/test_cuda_emu.sh runs
 # it with the emulated binary), or the GPUs of a real machine (OLMO_TEST_NCCL_RANKS=N).
 #   - one GPU (no NCCL): grads and full bitwise equal to the unsharded step;
-#   - refused with exit 2, naming the key: HSDP (dist.shard_group) on cuda, grads with an
-#     uneven micro-batch split, full without NCCL (OLMO_CUDA_NCCL=0);
+#   - refused with exit 2, naming the key: grads with an uneven micro-batch split, full
+#     without NCCL (OLMO_CUDA_NCCL=0), HSDP with context parallelism;
 #   - parity with the CPU (W = 1): fp32 full at W = 2 and 4 and grads at W = 2 within 1e-4
 #     relative over 6 steps (the bound of the CPU -> GPU fp32 resume in test_cuda.sh); bf16
 #     full at W = 2 within 5e-2 of bf16 ZeRO-1 at W = 2 (its CPU parity is test_cuda.sh's);
@@ -18,6 +18,11 @@
 #     same samples: the resumed run continues the uninterrupted one (bitwise, and within
 #     5e-2 after the change of mode);
 #   - the device peak in metrics.jsonl (memory_device_gib) and no plan/allocation mismatch;
+#   - HSDP (dist.shard_group: 2 at W = 4: 2 groups of 2, the shard summed over its 2 replicas
+#     by ncclAllReduce): fp32 full and optim within 1e-4 of the CPU; bf16 full twice bitwise
+#     identical and within 5e-2 of bf16 ZeRO-1 at W = 4; at one micro-batch per rank full and
+#     grads bitwise equal to HSDP optim (the same sums); G = 1 (every rank whole, replicas
+#     only) within 1e-4 of the CPU; a checkpoint of HSDP full resumes bitwise;
 #   - a lost peer (rank 1 stopped, or killed) ends the job within a bound, naming it.
 source "$(dirname "$0")/resume_lib.sh"
 export CUEMU_DEVICES=${CUEMU_DEVICES:-4} OLMO_CUDA_NCCL=1
@@ -52,10 +57,13 @@ mbad() {   # mbad W NAME WANT [args]: exit 2 with WANT in the log
   grep -q -- "$want" "$d.log" || { cat "$d.log"; fail "$name: message lacks '$want'"; }
   echo "refused $name: exit 2, '$want'"
 }
-mbad 2 hsdp "dist.shard_group 1: HSDP is not built on train.backend: cuda" dist.shard=full dist.shard_group=1
-[ ! -e "$TMP/bad-hsdp" ] || fail "hsdp: wrote its run directory"
 mbad 3 uneven "dist.shard: grads on train.backend: cuda needs the same micro-batches" dist.shard=grads
 [ ! -e "$TMP/bad-uneven" ] || fail "uneven: wrote its run directory"
+if [ "$RANKS" -ge 4 ]; then
+  mbad 4 cp-hsdp "dist.context_parallel 2 with dist.shard_group 2 on train.backend=cuda is not built" \
+    dist.context_parallel=2 dist.shard_group=2
+  [ ! -e "$TMP/bad-cp-hsdp" ] || fail "cp-hsdp: wrote its run directory"
+fi
 OLMO_CUDA_NCCL=0 mbad 2 no-nccl "dist.shard: full on train.backend: cuda needs NCCL" dist.shard=full
 
 # Parity with the CPU, fp32 and bf16.
@@ -97,6 +105,40 @@ if [ "$RANKS" -ge 4 ]; then
     cmp "$TMP/k-optim/model.safetensors" "$TMP/k-$mode/model.safetensors" || fail "W=4 $mode != ZeRO-1"
   done
   echo "bf16 W=4, one micro-batch per rank: grads and full bitwise equal to ZeRO-1"
+fi
+
+# HSDP: 2 groups of 2 at W = 4 (the group's reduce, then the shard's all-reduce over the replicas).
+if [ "$RANKS" -ge 4 ]; then
+  H="dist.shard_group=2"
+  mrun 4 "$TMP/h4f" $C train.precision=fp32 dist.shard=full $H
+  grep -q "HSDP: 2 groups of 2 ranks" "$TMP/h4f.log" || { cat "$TMP/h4f.log"; fail "h4f did not run HSDP"; }
+  same_metrics "$TMP/cpu" "$TMP/h4f" 1e-4
+  mrun 4 "$TMP/h4o" $C train.precision=fp32 dist.shard=optim $H
+  same_metrics "$TMP/cpu" "$TMP/h4o" 1e-4
+  mrun 2 "$TMP/h2r" $C train.precision=fp32 dist.shard=optim dist.shard_group=1
+  same_metrics "$TMP/cpu" "$TMP/h2r" 1e-4
+  echo "fp32 HSDP W=4 G=2 full and optim, W=2 G=1: within 1e-4 of the CPU"
+  mrun 4 "$TMP/h4b0" $C dist.shard=optim
+  mrun 4 "$TMP/h4b" $C dist.shard=full $H
+  mrun 4 "$TMP/h4bb" $C dist.shard=full $H
+  same_metrics "$TMP/h4b0" "$TMP/h4b" 5e-2
+  same_metrics "$TMP/h4b" "$TMP/h4bb"
+  cmp "$TMP/h4b/model.safetensors" "$TMP/h4bb/model.safetensors" || fail "two bf16 HSDP full runs differ"
+  echo "bf16 HSDP W=4 G=2 full: within 5e-2 of bf16 ZeRO-1 at W=4, twice bitwise identical"
+  for mode in optim grads full; do mrun 4 "$TMP/hk-$mode" $C train.micro_batch=2 dist.shard=$mode $H; done
+  for mode in grads full; do
+    same_metrics "$TMP/hk-optim" "$TMP/hk-$mode"
+    cmp "$TMP/hk-optim/model.safetensors" "$TMP/hk-$mode/model.safetensors" || fail "HSDP W=4 $mode != HSDP optim"
+  done
+  echo "bf16 HSDP W=4 G=2, one micro-batch per rank: grads and full bitwise equal to HSDP optim"
+  HK="train.backend=cuda train.max_steps=6 ckpt.interval=3 dist.shard=full $H"
+  mrun 4 "$TMP/hu" $HK
+  mrun 4 "$TMP/hs" $HK train.stop_at=3
+  mrun 4 "$TMP/hs" $HK
+  grep -q "resume: .*step 3" "$TMP/hs.log" || { cat "$TMP/hs.log"; fail "HSDP full did not resume at step 3"; }
+  same_metrics "$TMP/hu" "$TMP/hs"
+  cmp "$TMP/hu/model.safetensors" "$TMP/hs/model.safetensors" || fail "HSDP full resumed != uninterrupted"
+  echo "HSDP full W=4 G=2 checkpoint: resumed bitwise"
 fi
 
 # Checkpoints: full W=2 stopped at step 3, resumed at W=2 full (bitwise) and W=2 optim.

@@ -94,7 +94,6 @@ refused() {   # refused W WHAT PATTERN key=value...
   echo "ok refused ($what): $(grep -m1 'olmo: error' $TMP/bad.log)"
 }
 refused 4 "group 3 of 4" "dist.shard_group 3 does not divide the world size 4" dist.shard_group=3
-refused 2 "HSDP on cuda" "dist.shard_group 1: HSDP is not built on train.backend: cuda" dist.shard=full dist.shard_group=1 train.backend=cuda
 refused 1 "unknown mode" "dist.shard must be optim, grads or full, got 'zero3'" dist.shard=zero3
 refused 3 "full, uneven blocks" "dist.shard: full needs the same micro-batches on every rank" dist.shard=full
 refused 4 "full with context parallelism" "dist.shard: full with dist.context_parallel 2: not built yet" dist.shard=full \

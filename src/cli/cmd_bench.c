@@ -114,7 +114,7 @@ static int worker(int argc, char **argv) {
     dist_init();
     const int W = dist_world(), rank = dist_rank(), T = bc->T, B = bc->batch;
     char err[256];
-    const int shard = train_shard_mode(mode, 0, W, "cpu", err, sizeof err);
+    const int shard = train_shard_mode(mode, 0, W, err, sizeof err);
     if (shard < 0) die_input("olmo bench --worker: %s", err);
     if (B % micro || (B / micro) % W)
         die_input("olmo bench --worker: %d micro-batches of %d do not split over %d ranks", B / micro, micro, W);

@@ -33,7 +33,8 @@ static void print_gib(const char *what, double b) {
 // plus the graph's context-parallel buffers (graph_plan_bytes_cp: one head group's gathered
 // K, V and their gradients over the whole instance, its document starts).
 // shard 1, 2 (dist.shard: grads, full): cuda_mem_plan_shard's layout (train/cuda/fsdp_cuda.cu
-// allocates it), sharded over groups of G ranks.
+// allocates it), sharded over groups of G ranks (HSDP when G < W: the same per-GPU layout as
+// W = G, the replicas' all-reduce being in place).
 static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, int micro, int seq_len, int C,
                        int head_stride) {
     ParamTable t;
@@ -48,10 +49,11 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, 
     const int full = shard == 2;
     cuda_mem_plan_shard(cfg, &t, micro, Tl, 1, 0, shard, lo, hi, &pl);
     cuda_mem_plan_shard(cfg, &t, micro, Tl, 1, 1, shard, lo, hi, &rec);
-    char mode[96] = "";
-    if (shard) snprintf(mode, sizeof mode, " (dist.shard: %s, shard groups of %d%s)", full ? "full" : "grads", G,
-                        G < world ? ": HSDP" : "");
-    else if (world > 1) snprintf(mode, sizeof mode, " (NCCL ZeRO-1)");
+    char mode[160] = "", hsdp[80] = "";
+    // HSDP: the replicas' all-reduce runs in place on the shard's gradient, no buffer of its own
+    if (G < world) snprintf(hsdp, sizeof hsdp, ", shard groups of %d: HSDP, %d replicas all-reduced", G, world / G);
+    if (shard) snprintf(mode, sizeof mode, " (dist.shard: %s%s)", full ? "full" : "grads", hsdp);
+    else if (world > 1) snprintf(mode, sizeof mode, " (NCCL ZeRO-1%s)", hsdp);
     printf("per GPU, train.backend=cuda (bf16), world size %d%s, micro-batch %d x %d tokens:\n", world, mode, micro,
            seq_len);
     if (C > 1) {
@@ -91,7 +93,6 @@ static void print_cuda(const ModelConfig *cfg, int world, int group, int shard, 
     print_gib("scratch (LM-head chunk, op scratch, workspace)", pl.scratch);
     print_gib("total, no recompute", pl.total);
     print_gib("total, recompute (train.recompute=on)", rec.total);
-    if (G < world) printf("  (dist.shard_group on cuda is not built: train.backend=cuda refuses HSDP; this is its layout)\n");
     free(b);
     param_table_free(&t);
 }

@@ -20,7 +20,7 @@ long train_fault_nan_step(void) {
     return s;
 }
 
-int train_shard_mode(const char *shard, int group, int world, const char *backend, char *err, size_t errlen) {
+int train_shard_mode(const char *shard, int group, int world, char *err, size_t errlen) {
     const int mode = !strcmp(shard, "optim") ? SHARD_OPTIM : !strcmp(shard, "grads") ? SHARD_GRADS
                      : !strcmp(shard, "full") ? SHARD_FULL : -1;
     if (mode < 0) {
@@ -30,13 +30,6 @@ int train_shard_mode(const char *shard, int group, int world, const char *backen
     if (group < 0 || (group > 0 && world % group)) {
         snprintf(err, errlen, "dist.shard_group %d does not divide the world size %d (shard groups are that many "
                  "consecutive ranks; 0 = all ranks)", group, world);
-        return -1;
-    }
-    // The CUDA backend's NCCL collectives (train/cuda/fsdp_cuda.cu) shard over all ranks:
-    // none spans groups (HSDP).
-    if (!strcmp(backend, "cuda") && group > 0 && group != world) {
-        snprintf(err, errlen, "dist.shard_group %d: HSDP is not built on train.backend: cuda (its NCCL collectives "
-                 "shard over all %d ranks): use dist.shard_group: 0, or train.backend: cpu", group, world);
         return -1;
     }
     return mode;

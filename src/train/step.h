@@ -65,10 +65,10 @@ void train_core_shard(TrainCore *tc, int world, int rank, int micro_per_rank, do
 void train_core_free(TrainCore *tc);
 // This rank's shard [lo, hi) of the flat buffer ([0, total) without sharding).
 void train_core_range(const TrainCore *tc, size_t *lo, size_t *hi);
-// dist.shard / dist.shard_group for a run of `world` ranks on `backend`: the mode, or -1
-// with a message naming the key (unknown mode, a group not dividing the world, a mode the
-// backend has no collective for: cuda runs ZeRO-1 only).
-int train_shard_mode(const char *shard, int group, int world, const char *backend, char *err, size_t errlen);
+// dist.shard / dist.shard_group for a run of `world` ranks: the mode, or -1 with a message
+// naming the key (unknown mode, a group not dividing the world). What a backend cannot run
+// with it (cuda: grads/full without NCCL) its create refuses.
+int train_shard_mode(const char *shard, int group, int world, char *err, size_t errlen);
 // full: the master shard from Model.params (initialized or loaded there), whose pages are
 // then handed back (params is only the gather target from now on). No-op otherwise.
 void train_core_load_master(TrainCore *tc);

@@ -83,9 +83,9 @@ static void run_plan(Run *u) {
     int first;
     loader_rank_block(GB / MB, W, u->rank / u->C, &first, &u->micro_per_rank);
     u->local_batch = u->micro_per_rank * MB;
-    // dist.shard, dist.shard_group (step.h): refused when the group does not divide W or the
-    // backend lacks the mode's collectives (before the backend is looked for).
-    const int shard = train_shard_mode(r->shard, r->shard_group, u->W, r->backend, u->msg, sizeof u->msg);
+    // dist.shard, dist.shard_group (step.h): refused when the group does not divide W (before
+    // the backend is looked for; a backend lacking a mode's collectives refuses at create).
+    const int shard = train_shard_mode(r->shard, r->shard_group, u->W, u->msg, sizeof u->msg);
     if (shard < 0) fail_all(u->rank, 2, u->msg);
     if (shard == SHARD_FULL && u->C > 1) {   // the member's graph reads the whole table (backend_cpu.c)
         snprintf(u->msg, sizeof u->msg, "dist.shard: full with dist.context_parallel %d: not built yet (the "

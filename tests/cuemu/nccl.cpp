@@ -3,11 +3,12 @@
 // cudaSetDevice picks one); like NCCL, two ranks on one device are refused.
 //   ncclGetUniqueId      random bytes (the project sends them to the others over MPI)
 //   ncclCommInitRank     MPI_Comm_split of MPI_COMM_WORLD by the id; checks size, rank, devices
-//   ncclReduce / ncclBroadcast
+//   ncclReduce / ncclBroadcast / ncclAllReduce
 //                        issued (at ncclGroupEnd when grouped) as non-blocking MPI transfers
 //                        that stay pending on the stream; the reduction sums the ranks'
 //                        buffers in rank order (fp32 accumulation), so a rerun with the same
-//                        world size repeats bit for bit
+//                        world size repeats bit for bit; the all-reduce is every rank
+//                        receiving every other's buffer and summing them in that order
 //   ncclSend / ncclRecv  the same, point to point (one MPI tag of their own, 31000, outside
 //                        the collectives' 0..29999): MPI keeps one pair's messages in posting
 //                        order, which is NCCL's matching rule
@@ -90,12 +91,12 @@ struct Coll : cuemu::PendingOp {
     bool finished = false;
     ~Coll() override;
 
-    // Reduce at the root: the ranks' buffers summed in rank order.
+    // Reduce at the root (all-reduce: at every rank): the ranks' buffers summed in rank order.
     void finish() {
         if (finished) return;
         finished = true;
         comm->pending--;
-        if (strcmp(what, "ncclReduce") || comm->rank != root) return;
+        if (!(!strcmp(what, "ncclReduce") && comm->rank == root) && strcmp(what, "ncclAllReduce")) return;
         auto part = [&](int r) -> const char * { return bufs[r].data(); };
         if (type == ncclFloat32) {
             std::vector<float> acc(count);
@@ -218,6 +219,15 @@ void post(Coll *c) {
                 else if (cm->nranks > 1) xfer(false, c->bufs[r].data(), r);
             }
         } else xfer(true, (void *)c->send, c->root);
+    } else if (!strcmp(c->what, "ncclAllReduce")) {   // every rank a root of its own copy
+        c->bufs.resize(cm->nranks);
+        for (int r = 0; r < cm->nranks; r++) {
+            c->bufs[r].resize(bytes);
+            if (r == cm->rank) memcpy(c->bufs[r].data(), c->send, bytes);
+            else xfer(false, c->bufs[r].data(), r);
+        }
+        for (int r = 0; r < cm->nranks; r++)
+            if (r != cm->rank) xfer(true, (void *)c->send, r);
     } else {   // broadcast
         if (cm->rank == c->root) {
             if (c->recv != c->send) memcpy(c->recv, c->send, bytes);
@@ -240,7 +250,7 @@ ncclResult_t enqueue(Coll *c, cudaStream_t st) {
     const size_t bytes = c->count * type_size(c->type);
     if (c->root < 0 || c->root >= cm->nranks) return fail(ncclInvalidArgument, "%s: root %d of %d ranks", c->what, c->root, cm->nranks);
     const bool root = cm->rank == c->root, p2p = !strncmp(c->what, "ncclSend", 8) || !strcmp(c->what, "ncclRecv");
-    const bool reads = p2p ? !strcmp(c->what, "ncclSend") : !strcmp(c->what, "ncclReduce") || root;
+    const bool reads = p2p ? !strcmp(c->what, "ncclSend") : !strcmp(c->what, "ncclBroadcast") ? root : true;
     const bool writes = p2p ? !strcmp(c->what, "ncclRecv") : strcmp(c->what, "ncclReduce") ? true : root;
     if (p2p && c->root == cm->rank) return fail(ncclInvalidArgument, "%s: peer %d is this rank", c->what, c->root);
     if (bytes && reads && !cuemu::is_device_range(c->send, bytes, nullptr))
@@ -401,6 +411,14 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType
     if (type != ncclFloat32 && type != ncclFloat64 && type != ncclBfloat16)
         return fail(ncclInvalidArgument, "ncclReduce: type %d not emulated", (int)type);
     return collective("ncclReduce", send, recv, count, type, root, comm, st);
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t st) {
+    if (op != ncclSum) return fail(ncclInvalidArgument, "ncclAllReduce: only ncclSum is emulated");
+    if (type != ncclFloat32 && type != ncclFloat64 && type != ncclBfloat16)
+        return fail(ncclInvalidArgument, "ncclAllReduce: type %d not emulated", (int)type);
+    return collective("ncclAllReduce", send, recv, count, type, 0, comm, st);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,

@@ -1,7 +1,7 @@
 // nccl.cu: the collectives of the CUDA backend (NCCL; docs/cuda.md "Multi-GPU"): the
-// communicator, and grouped reductions and broadcasts of pieces of device buffers, each
-// waited for with a bound, so a lost peer ends the job with a message naming it instead of
-// hanging. Built against NCCL when nccl.h is found (OLMO_NCCL); without it every call but
+// communicator, grouped reductions and broadcasts of pieces of device buffers, and the
+// all-reduce of HSDP's replicas, each waited for with a bound, so a lost peer ends the job
+// with a message naming it instead of hanging. Built against NCCL when nccl.h is found (OLMO_NCCL); without it every call but
 // nccl_built reports that.
 #include <string.h>
 #include <time.h>
@@ -109,6 +109,12 @@ void nccl_broadcast_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int
     nccl_wait(c, st, what);
 }
 
+// HSDP (dist.shard_group): a shard summed over its replicas, in place, then waited for.
+void nccl_allreduce(NcclComm *c, cudaStream_t st, void *buf, size_t count, DType t, const char *what) {
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, c->comm, st));
+    nccl_wait(c, st, what);
+}
+
 // ---- dist.shard on the device (train/cuda/fsdp_cuda.cu): a broadcast group left in flight
 // on its stream (the next part's weight gather, overlapping the compute), waited for later.
 void nccl_broadcast_pieces_async(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n) {
@@ -130,6 +136,7 @@ NcclComm *nccl_comm_create(const void *, int, int, char *err, size_t errlen) {
 void nccl_comm_destroy(NcclComm *) {}
 void nccl_reduce_pieces(NcclComm *, cudaStream_t, const NcclPiece *, int, const char *what) { no_nccl(what); }
 void nccl_broadcast_pieces(NcclComm *, cudaStream_t, const NcclPiece *, int, const char *what) { no_nccl(what); }
+void nccl_allreduce(NcclComm *, cudaStream_t, void *, size_t, DType, const char *what) { no_nccl(what); }
 void nccl_broadcast_pieces_async(NcclComm *, cudaStream_t, const NcclPiece *, int) { no_nccl("the weight all-gather"); }
 void nccl_stream_wait(NcclComm *, cudaStream_t, const char *what) { no_nccl(what); }
 #endif

@@ -191,6 +191,9 @@ void nccl_comm_destroy(NcclComm *c);
 // with a message naming `what` and this rank.
 void nccl_reduce_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n, const char *what);
 void nccl_broadcast_pieces(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n, const char *what);
+// HSDP: count elements at buf summed over the communicator's ranks in place on every rank
+// (ncclAllReduce), waited for with the same bound and messages.
+void nccl_allreduce(NcclComm *c, cudaStream_t st, void *buf, size_t count, DType t, const char *what);
 // dist.shard: the broadcasts queued on st and left in flight; nccl_stream_wait waits for
 // everything queued on st with the same bound and messages as above.
 void nccl_broadcast_pieces_async(NcclComm *c, cudaStream_t st, const NcclPiece *p, int n);

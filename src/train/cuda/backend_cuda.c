@@ -33,6 +33,7 @@ typedef struct {
     size_t lo, hi;      // the device's optimizer range
     int shard;          // dist.shard on the devices (fsdp_cuda.cu): 0 ZeRO-1, 1 grads, 2 full
     int recompute;      // activation recompute on
+    char hsdp[128];     // describe: HSDP's groups, "" without
     char recompute_why[160];
 } CudaBackend;
 
@@ -109,9 +110,9 @@ static void place_ranks(CudaBackend *c, const TrainCore *tc) {
     const char *nc = getenv("OLMO_CUDA_NCCL");
     c->nccl = cuda_nccl_built() && !(nc && !strcmp(nc, "0"));
     c->hostmpi = !c->nccl;
-    if (c->nccl) {
-        c->lo = tc->bounds[tc->rank];
-        c->hi = tc->bounds[tc->rank + 1];
+    if (c->nccl) {   // this rank's shard of its shard group (HSDP: of its group)
+        c->lo = tc->bounds[tc->srank];
+        c->hi = tc->bounds[tc->srank + 1];
         size_t big = 1;
         for (int i = 0; i < t->n; i++)
             if (t->p[i].numel > big) big = t->p[i].numel;
@@ -139,6 +140,25 @@ static void choose_recompute(CudaBackend *c, const Model *m, int bf16, int max_B
              plan.total / 1073741824.0, fr / 1073741824.0);
 }
 
+// The communicators: the shard group's (all ranks, or HSDP's group of G consecutive ranks)
+// and, with HSDP, the replicas' (the ranks of the same shard index, one per group). Each
+// communicator's unique id comes from its first rank; all of them travel in one MPI
+// all-gather (128 bytes per rank and communicator kind).
+static int nccl_join(CudaBackend *c, const TrainCore *tc, char *err, size_t errlen) {
+    const int W = tc->world, G = tc->sworld, hsdp = G < W;
+    unsigned char mine[2][128], *all = xcalloc((size_t)W, sizeof mine);
+    memset(mine, 0, sizeof mine);
+    if (tc->srank == 0 && cuda_nccl_unique_id(mine[0], 128) < 0) die("NCCL: ncclGetUniqueId failed");
+    if (hsdp && tc->rank < G && cuda_nccl_unique_id(mine[1], 128) < 0) die("NCCL: ncclGetUniqueId failed");
+    dist_allgather_bytes(mine, (int)sizeof mine, all);
+    const int group = tc->rank / G;
+    int rc = cuda_nccl_init(c->cm, all + (size_t)group * G * sizeof mine, tc->srank, G, tc->bounds, err, errlen);
+    if (rc == 0 && hsdp)
+        rc = cuda_nccl_init_replicas(c->cm, all + (size_t)tc->srank * sizeof mine + 128, group, W / G, err, errlen);
+    free(all);
+    return rc;
+}
+
 static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T, Recompute recompute, char *err,
                             size_t errlen) {
     CudaBackend *c = xcalloc(1, sizeof *c);
@@ -159,7 +179,10 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
     }
     c->shard = c->nccl || tc->world == 1 ? (int)tc->dev_shard : 0;
     choose_recompute(c, m, bf16, max_B, max_T, recompute);
-    if (tc->cp > 1 && !c->nccl)   // the group's K/V exchange is NCCL's (cp_cuda.h)
+    if (tc->cp > 1 && tc->sworld < tc->world)   // cp_cuda_model_create joins one communicator of all ranks
+        snprintf(err, errlen, "dist.context_parallel %d with dist.shard_group %d on train.backend=cuda is not built: "
+                              "use dist.shard_group: 0", tc->cp, tc->sworld);
+    else if (tc->cp > 1 && !c->nccl)   // the group's K/V exchange is NCCL's (cp_cuda.h)
         snprintf(err, errlen, "dist.context_parallel %d with train.backend=cuda needs NCCL (not built, or "
                               "OLMO_CUDA_NCCL=0)", tc->cp);
     else if (tc->cp > 1 && c->shard)   // cp_cuda_model_create builds the ZeRO-1 device state only
@@ -178,17 +201,13 @@ static Backend *cuda_create(Precision prec, TrainCore *tc, int max_B, int max_T,
         cuda_destroy(be);
         return NULL;
     }
-    if (c->nccl) {
-        // The NCCL unique id travels over MPI from rank 0.
-        unsigned char id[128];
-        memset(id, 0, sizeof id);
-        if (tc->rank == 0 && cuda_nccl_unique_id(id, sizeof id) < 0) die("NCCL: ncclGetUniqueId failed");
-        dist_bcast(id, sizeof id, 0);
-        if (cuda_nccl_init(c->cm, id, tc->rank, tc->world, tc->bounds, err, errlen) != 0) {
-            cuda_destroy(be);
-            return NULL;
-        }
+    if (c->nccl && nccl_join(c, tc, err, errlen) != 0) {
+        cuda_destroy(be);
+        return NULL;
     }
+    if (tc->sworld < tc->world)
+        snprintf(c->hsdp, sizeof c->hsdp, ", HSDP: %d groups of %d ranks (dist.shard_group), replicas %s", tc->world / tc->sworld,
+                 tc->sworld, c->nccl ? "all-reduced over NCCL" : "reduced on the host");
     be->dev = (StepDevice){c->hostmpi ? &cuda_hostmpi_step_ops : &cuda_step_ops, c, tc, {0}};
     if (!c->hostmpi) cuda_devstate(c->cm, &be->dev.state);   // host-MPI: host_reduce sets it each step
     return be;
@@ -198,7 +217,7 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
     const CudaBackend *c = (const CudaBackend *)be;
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
-    snprintf(out, outlen, "backend: cuda, %s, %s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
+    snprintf(out, outlen, "backend: cuda, %s, %s%s%s | activation recompute %s (%s) | %.2f GiB on the device", dev,
              be->prec == PRECISION_BF16 ? "bf16 weights/activations, fp32 master/grads/Adam/residual stream"
                                         : "fp32 throughout",
              c->shard && !c->nccl ? (c->shard == 2 ? ", dist.shard full on one GPU (weights and gradient part by part)"
@@ -207,7 +226,7 @@ static void cuda_describe(const Backend *be, char *out, size_t outlen) {
              : c->shard == 1 ? ", NCCL dist.shard grads (ZeRO-2: master, Adam, gradient sharded)"
              : c->nccl ? ", NCCL ZeRO-1 (master + Adam sharded on the devices)"
                      : c->hostmpi ? ", host-MPI data parallel (Adam on the host)" : "",
-             c->recompute ? "on" : "off", c->recompute_why, cuda_model_bytes(c->cm) / 1073741824.0);
+             c->hsdp, c->recompute ? "on" : "off", c->recompute_why, cuda_model_bytes(c->cm) / 1073741824.0);
 }
 
 static int cuda_devices(void) { return cuda_device_count(NULL, 0); }

@@ -35,9 +35,13 @@ struct CudaModel {
     struct NormSeg { size_t off, n, coff; };
     std::vector<NormSeg> norm_segs;
     ModelView nv;               // the fp32 norm weights (master or normf) the graph reads
+    // world, rank, bounds, comm: the shard group (all ranks, or HSDP's group of
+    // dist.shard_group consecutive ranks); rcomm: HSDP's replicas of this rank's shard (the
+    // ranks of the same index in every group), nullptr without HSDP.
     int world = 1, rank = 0;
     std::vector<size_t> bounds;   // world + 1 shard boundaries (dist_shard_bounds), NCCL only
     NcclComm *comm = nullptr;     // NCCL (kernels/cuda/nccl.cu), world > 1 only
+    NcclComm *rcomm = nullptr;
     // context parallelism (cuda_model_create_cp): the graph's group and its NCCL collectives
     GraphCP cp = {};
     CpNccl *cpc = nullptr;

@@ -97,9 +97,14 @@ void cuda_devstate(CudaModel *cm, DevState *s);
 int cuda_nccl_built(void);
 // Rank 0: write the NCCL unique id (<= cap bytes; 128 for NCCL 2) for MPI_Bcast; its size or -1.
 int cuda_nccl_unique_id(void *id, size_t cap);
-// Join the communicator; the model's optimizer range must be shard `rank` of bounds
-// (world + 1 entries). 0, or -1 + err (NCCL refuses two ranks on one device).
+// Join the shard group's communicator (all ranks, or HSDP's group: rank and world are the
+// group's); the model's optimizer range must be shard `rank` of bounds (world + 1 entries).
+// 0, or -1 + err (NCCL refuses two ranks on one device).
 int cuda_nccl_init(CudaModel *cm, const void *id, int rank, int world, const size_t *bounds, char *err, size_t errlen);
+// HSDP (dist.shard_group): join the communicator of this shard's replicas (the ranks of the
+// same index in every group; replica: this rank's group). The gradient reduce then sums the
+// shard over them after the group's reduce. 0, or -1 + err.
+int cuda_nccl_init_replicas(CudaModel *cm, const void *id, int replica, int replicas, char *err, size_t errlen);
 // Sum the ranks' local gradients: shard r of the sum lands in rank r's gradient buffer.
 void cuda_grad_reduce(CudaModel *cm);
 // After AdamW on every shard: every rank receives the updated compute weights (and norm

@@ -259,6 +259,7 @@ void cuda_model_destroy(CudaModel *b) {
     cudaStreamSynchronize(b->st);
     shard_destroy(b->sh);
     nccl_comm_destroy(b->comm);
+    nccl_comm_destroy(b->rcomm);
     cp_nccl_destroy(b->cpc);
     graph_free(&b->graph);
     state_free(b);
@@ -353,7 +354,7 @@ static void norms_refresh(CudaModel *b) {
     }
 }
 
-// ---- multi-GPU ZeRO-1 over NCCL (kernels/cuda/nccl.cu) ---------------------------------------
+// ---- multi-GPU ZeRO-1 over NCCL (kernels/cuda/nccl.cu), and HSDP's replicas ------------------
 
 int cuda_nccl_built(void) { return nccl_built(); }
 
@@ -377,14 +378,25 @@ int cuda_nccl_init(CudaModel *b, const void *id, int rank, int world, const size
     return 0;
 }
 
-// Shard r of the summed gradient lands on rank r, in place in grad: one reduce per shard
-// (root r), grouped. Shards are the CPU's uneven chunk-aligned bounds, which
-// ncclReduceScatter (equal counts) cannot express.
+int cuda_nccl_init_replicas(CudaModel *b, const void *id, int replica, int replicas, char *err, size_t errlen) {
+    b->rcomm = nccl_comm_create(id, replica, replicas, err, errlen);
+    return b->rcomm ? 0 : -1;
+}
+
+// Shard r of the summed gradient lands on rank r of the group, in place in grad: one reduce
+// per shard (root r), grouped. Shards are the CPU's uneven chunk-aligned bounds, which
+// ncclReduceScatter (equal counts) cannot express. HSDP: then the shard summed over its
+// replicas (ncclAllReduce over rcomm), so every group's rank r holds the same sum.
 void cuda_grad_reduce(CudaModel *b) {
-    if (b->shard) return;   // dist.shard: reduced part by part during the backward (fsdp_cuda.cu)
-    std::vector<NcclPiece> p;
-    for (int r = 0; r < b->world; r++) p.push_back({b->grad + b->bounds[r], b->bounds[r + 1] - b->bounds[r], DT_F32, r});
-    nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce");
+    if (!b->shard) {   // dist.shard grads/full: reduced part by part during the backward (fsdp_cuda.cu)
+        std::vector<NcclPiece> p;
+        for (int r = 0; r < b->world; r++)
+            p.push_back({b->grad + b->bounds[r], b->bounds[r + 1] - b->bounds[r], DT_F32, r});
+        nccl_reduce_pieces(b->comm, b->st, p.data(), (int)p.size(), "the gradient reduce");
+    }
+    if (b->rcomm)
+        nccl_allreduce(b->rcomm, b->st, b->shard ? b->grad : b->grad + b->olo, b->ohi - b->olo, DT_F32,
+                       "the gradient all-reduce across the HSDP replicas");
 }
 
 // After AdamW on every shard: each rank broadcasts its shard of the compute weights (bf16;
