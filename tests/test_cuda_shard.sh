@@ -22,7 +22,8 @@
 #     by ncclAllReduce): fp32 full and optim within 1e-4 of the CPU; bf16 full twice bitwise
 #     identical and within 5e-2 of bf16 ZeRO-1 at W = 4; at one micro-batch per rank full and
 #     grads bitwise equal to HSDP optim (the same sums); G = 1 (every rank whole, replicas
-#     only) within 1e-4 of the CPU; a checkpoint of HSDP full resumes bitwise;
+#     only) and the host-MPI fallback (OLMO_CUDA_NCCL=0) within 1e-4 of the CPU; a
+#     checkpoint of HSDP full resumes bitwise;
 #   - a lost peer (rank 1 stopped, or killed) ends the job within a bound, naming it.
 source "$(dirname "$0")/resume_lib.sh"
 export CUEMU_DEVICES=${CUEMU_DEVICES:-4} OLMO_CUDA_NCCL=1
@@ -118,6 +119,12 @@ if [ "$RANKS" -ge 4 ]; then
   mrun 2 "$TMP/h2r" $C train.precision=fp32 dist.shard=optim dist.shard_group=1
   same_metrics "$TMP/cpu" "$TMP/h2r" 1e-4
   echo "fp32 HSDP W=4 G=2 full and optim, W=2 G=1: within 1e-4 of the CPU"
+  # the host-MPI fallback (no NCCL): the host's HSDP reduce (dist_reduce_scatter), as the CPU's
+  mpirun --oversubscribe --allow-run-as-root -np 4 -x OMP_NUM_THREADS=1 -x CUEMU_DEVICES -x OLMO_CUDA_NCCL=0 "$OLMO" train \
+    "$TMP/r.yml" train.run_dir="$TMP/h4m" $C train.precision=fp32 $H >"$TMP/h4m.log" 2>&1 || { cat "$TMP/h4m.log"; fail "h4m: exit $?"; }
+  grep -q "replicas reduced on the host" "$TMP/h4m.log" || { cat "$TMP/h4m.log"; fail "h4m did not run host-MPI HSDP"; }
+  same_metrics "$TMP/cpu" "$TMP/h4m" 1e-4
+  echo "fp32 HSDP W=4 G=2 on the host-MPI fallback (OLMO_CUDA_NCCL=0): within 1e-4 of the CPU"
   mrun 4 "$TMP/h4b0" $C dist.shard=optim
   mrun 4 "$TMP/h4b" $C dist.shard=full $H
   mrun 4 "$TMP/h4bb" $C dist.shard=full $H
