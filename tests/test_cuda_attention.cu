@@ -88,9 +88,9 @@ static void check(const Shape &s, const char *path) {
     const int32_t *dh = s.docs ? docs.data() : nullptr;
     // CPU reference (fp32)
     std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
-    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.NH, s.NKV, s.D, s.window, dh);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.NH, s.NKV, s.D, s.window, dh, PRECISION_FP32);
     attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
-                       s.B, s.T, s.NH, s.NKV, s.D, s.window, dh);
+                       s.B, s.T, s.NH, s.NKV, s.D, s.window, dh, PRECISION_FP32);
     // device
     T *qd = to_device<T>(q), *kd = to_device<T>(k), *vd = to_device<T>(v), *dod = to_device<T>(dout);
     T *od, *dqd, *dkd, *dvd;

@@ -413,7 +413,7 @@ static void test_attention_doc(const char *what, int B, int T, int NH, int NKV, 
     ATCtx c = {B, T, NH, NKV, D, window, todouble(q, nq), todouble(k, nk), todouble(v, nk), todouble(R, nq),
                malloc(sizeof(double) * nq), malloc(sizeof(double) * nl), ds};
     at_obj(&c);
-    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, ds);
+    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, ds, PRECISION_FP32);
     snprintf(nm, sizeof nm, "attn fwd out %s", tag); report(nm, relerr(out, c.out, nq, 0), TOL_FWD);
     snprintf(nm, sizeof nm, "attn fwd lse %s", tag); report(nm, relerr(lse, c.lse, nl, 0), TOL_FWD);
     double *gq = malloc(sizeof(double) * nq), *gk = malloc(sizeof(double) * nk), *gv = malloc(sizeof(double) * nk);
@@ -421,7 +421,7 @@ static void test_attention_doc(const char *what, int B, int T, int NH, int NKV, 
     fd_grad(gk, c.k, nk, at_obj, &c);
     fd_grad(gv, c.v, nk, at_obj, &c);
     float *dq = ffill(nq, 99.f), *dk = ffill(nk, 99.f), *dv = ffill(nk, 99.f);
-    attention_backward(dq, dk, dv, R, q, k, v, out, lse, B, T, NH, NKV, D, window, ds);
+    attention_backward(dq, dk, dv, R, q, k, v, out, lse, B, T, NH, NKV, D, window, ds, PRECISION_FP32);
     // Per-tensor relative error, with the denominator floored at 1e-3 of the largest
     // gradient of the three (window=1 makes dq and dk exactly zero: FD gives ~1e-10 noise,
     // the kernel exactly 0, since its D_i = rowsum(P dP) cancels dP when P = 1).
@@ -445,9 +445,9 @@ static void at_det(void *p, void *o) {
     ATDet *c = p;
     size_t nq = (size_t)c->B * c->T * c->NH * c->D, nk = (size_t)c->B * c->T * c->NKV * c->D;
     float *out = o, *lse = out + nq, *dq = lse + (size_t)c->B * c->NH * c->T, *dk = dq + nq, *dv = dk + nk;
-    attention_forward(out, lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->D, c->window, c->ds);
+    attention_forward(out, lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->D, c->window, c->ds, PRECISION_FP32);
     attention_backward(dq, dk, dv, c->dout, c->q, c->k, c->v, out, lse, c->B, c->T, c->NH, c->NKV, c->D, c->window,
-                       c->ds);
+                       c->ds, PRECISION_FP32);
 }
 
 // ======================================== swiglu ========================================
@@ -791,7 +791,7 @@ static void test_attention_kv(const char *what, int B, int p0, int Tn, int NH, i
     float *qf = frand(nqf, 2.0f), *k = frand(nk, 2.0f), *v = frand(nk, 1);
     int32_t *ds = random_doc_starts(B, Tk, mean_doc);
     float *outf = malloc(sizeof(float) * nqf), *lsef = malloc(sizeof(float) * (size_t)B * NH * Tk);
-    attention_forward(outf, lsef, qf, k, v, B, Tk, NH, NKV, D, window, ds);
+    attention_forward(outf, lsef, qf, k, v, B, Tk, NH, NKV, D, window, ds, PRECISION_FP32);
     // the new rows of q, and the full forward's rows for them: (B, Tn, NH, D), lse (B, NH, Tn)
     float *q = malloc(sizeof(float) * nq), *want = malloc(sizeof(float) * nq);
     float *want_lse = malloc(sizeof(float) * (size_t)B * NH * Tn);
@@ -802,7 +802,7 @@ static void test_attention_kv(const char *what, int B, int p0, int Tn, int NH, i
             memcpy(want_lse + ((size_t)b * NH + h) * Tn, lsef + ((size_t)b * NH + h) * Tk + p0, sizeof(float) * Tn);
     }
     float *out = ffill(nq, 99.f), *lse = ffill((size_t)B * NH * Tn, 99.f);
-    attention_forward_kv(out, lse, q, k, v, B, Tn, p0, NH, NKV, D, window, ds);
+    attention_forward_kv(out, lse, q, k, v, B, Tn, p0, NH, NKV, D, window, ds, PRECISION_FP32);
     double *wd = todouble(want, nq), *wl = todouble(want_lse, (size_t)B * NH * Tn);
     snprintf(nm, sizeof nm, "attn kv out vs full fwd %s", tag); report(nm, relerr(out, wd, nq, 0), TOL_KV);
     snprintf(nm, sizeof nm, "attn kv lse vs full fwd %s", tag); report(nm, relerr(lse, wl, (size_t)B * NH * Tn, 0), TOL_KV);
@@ -828,7 +828,7 @@ typedef struct { int B, Tn, p0, NH, NKV, D, window; float *q, *k, *v; const int3
 static void ak_det(void *p, void *o) {
     AKDet *c = p;
     float *out = o, *lse = out + (size_t)c->B * c->Tn * c->NH * c->D;
-    attention_forward_kv(out, lse, c->q, c->k, c->v, c->B, c->Tn, c->p0, c->NH, c->NKV, c->D, c->window, c->ds);
+    attention_forward_kv(out, lse, c->q, c->k, c->v, c->B, c->Tn, c->p0, c->NH, c->NKV, c->D, c->window, c->ds, PRECISION_FP32);
 }
 
 static void test_attention_kv_all(void) {

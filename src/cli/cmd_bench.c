@@ -88,12 +88,11 @@ static void profile_report(int bf16, double total, int steps) {
     int cores;
     affinity_cpus(&cores);
     const int threads = omp_get_max_threads(), used = threads < cores ? threads : cores;
-    CorePeak g, f;
+    CorePeak g;
     core_peak(bf16, 0, &g);
-    core_peak(0, 0, &f);
     char about[128];
     snprintf(about, sizeof about, "triad bandwidth (3 x 64 MiB, %d thread%s)", threads, threads > 1 ? "s" : "");
-    ProfilePeaks pk = {g.per_core * used, f.per_core * used, ops_profile_triad_bandwidth(TRIAD_FLOATS, 5),
+    ProfilePeaks pk = {g.per_core * used, ops_profile_triad_bandwidth(TRIAD_FLOATS, 5),
                        bf16 ? matmul_bf16_engine() : "sgemm", about};
     ops_profile_report(stdout, total, steps, &pk);
 }
@@ -330,7 +329,7 @@ static void bench_usage(void) {
            "  --profile     per op family of the olmo.c lines (GEMMs by role, LM head + loss, attention,\n"
            "                norms, RoPE, SwiGLU, embedding, optimizer, copies; the rest of the step is\n"
            "                gradient accumulation and reduction): ms/step, share of the step, and model\n"
-           "                GFLOP/s against the GEMM peak (attention: the fp32 sgemm peak) or GB/s of its\n"
+           "                GFLOP/s against the run's GEMM peak (attention too) or GB/s of its\n"
            "                minimal traffic against a triad bandwidth measured in the same process\n"
            "  --worker CONFIG fp32|bf16 STEPS MICRO [SHARD] [profile]   internal: one olmo.c measurement in this\n"
            "                process (bench starts one per line, directly or under mpirun)\n"

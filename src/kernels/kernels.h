@@ -87,30 +87,33 @@ void rope_backward(float *dx, const float *cos_t, const float *sin_t, int B, int
 // position of the document holding position t (non-decreasing along t, <= t; see
 // model/docmask.h). Query t of row b sees keys max(0, t-window+1, doc_start[b*T+t]) .. t.
 // Never forms a (T, T) matrix: each query block is computed from the keys it can see.
+// p: the products' precision (PRECISION_BF16: bf16 operands, fp32 accumulation, softmax and
+// lse in fp32; attention.c), for every form below.
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
+                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p);
 // dq (B, T, NH, D), dk, dv (B, T, NKV, D), all overwritten. Recomputes probabilities from lse.
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
-                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start);
+                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p);
 // KV-cache form: T new queries per row at absolute positions p0..p0+T-1 against the keys
 // of positions 0..p0+T-1, under the same rules (query p sees keys max(0, p-window+1,
 // doc_start[b*(p0+T)+p]) .. p). q, out (B, T, NH, D); k, v (B, p0+T, NKV, D); lse (B, NH, T);
 // doc_start (B, p0+T) or NULL. attention_forward is the case p0 = 0, bitwise.
 void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
-                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start);
+                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start,
+                          Precision p);
 // Context-parallel form (one sequence, a query chunk of it): T queries at absolute
 // positions p0..p0+T-1, rows ldq floats apart (q, out; a head group starts at its first
 // head's column), against keys 0..p0+T-1, rows ldk apart, under the rules above; lse (NH, T);
 // doc_start (p0+T) or NULL. Always sgemm blocks of QB queries cut at p0, so a chunk starting
 // at a multiple of QB is computed in the blocks of the whole sequence.
 void attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int T, int p0,
-                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start);
+                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, Precision p);
 // Its backward: dq (T rows, ldq) overwritten; dk, dv (keys 0..p0+T-1, ldk) ADDED to, so the
 // chunks of a rank (and the ranks of a group, by the caller) sum into one key gradient.
 void attention_backward_at(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                            const float *v, const float *lse, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
-                           int window, const int32_t *doc_start);
+                           int window, const int32_t *doc_start, Precision p);
 
 // ---- SwiGLU: out = silu(gate) * up; gu (N, 2H) holds [gate | up] per row -------------
 void swiglu_forward(float *out, const float *gu, int N, int H);

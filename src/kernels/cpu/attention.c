@@ -8,21 +8,95 @@
 // skipped (never multiplied), not just masked. Memory is linear in T: only the output and
 // each row's log-sum-exp are saved; the backward recomputes the probabilities from q, k
 // and lse.
+// Precision (the backend's): fp32, or bf16, where the block's products (S = Q K^T, O = P V;
+// in the backward also dP = dO V^T, dQ = dS K, dK += dS^T Q, dV += P^T dO) take bf16
+// operands with fp32 accumulation on the matmuls' bf16 engine (AMX or AVX512_BF16 tiles,
+// bf16.h; emulated: bf16-rounded copies through sgemm), as the CUDA kernels do; the scale,
+// mask, softmax, log-sum-exp, D_i and dS stay fp32 (P and dS are rounded to bf16 only as
+// operands). The fp32 path is the sgemm calls as they always were.
 // Determinism: each forward output row is produced by one task; in the backward one task
 // per (batch, kv head) walks its query heads and blocks in a fixed order, so dk/dv sums
-// are ordered identically at any thread count. sgemm and sgemv run single-threaded inside our
-// OpenMP regions.
+// are ordered identically at any thread count. sgemm, sgemv and the bf16 packers and GEMM
+// run single-threaded inside our OpenMP regions (the bf16 GEMM sums each element's k-tiles
+// in index order, whatever the call's shape).
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
 
 #define QB 64
+
+// A thread's bf16 operand scratch for blocks of at most QB queries against at most nk
+// keys, head dim D: packed tiles (native engines) or rounded fp32 copies (emulated).
+typedef struct {
+    uint16_t *pa, *pb;
+    float *ra, *rb;
+} AttBf16;
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+static void att_bf16_alloc(AttBf16 *w, Precision p, int nk, int D) {
+    memset(w, 0, sizeof *w);
+    if (p != PRECISION_BF16) return;
+    if (bf16_packed()) {   // A: Q (QB, D), P or dS (QB, nk), dS^T or P^T (nk, QB); B: K^T (D, nk), V or K (nk, D), Q or dO (QB, D)
+        const size_t a = max3(bf16_packed_a_size(QB, bf16_ktiles(D)), bf16_packed_a_size(QB, bf16_ktiles(nk)),
+                              bf16_packed_a_size(nk, bf16_ktiles(QB)));
+        const size_t b = max3(bf16_packed_b_size(nk, bf16_ktiles(D)), bf16_packed_b_size(D, bf16_ktiles(nk)),
+                              bf16_packed_b_size(D, bf16_ktiles(QB)));
+        w->pa = xmalloc_aligned(sizeof(uint16_t) * a);
+        w->pb = xmalloc_aligned(sizeof(uint16_t) * b);
+    } else {
+        const size_t a = (size_t)QB * (nk > D ? nk : D), b = (size_t)nk * (D > QB ? D : QB);
+        w->ra = xmalloc_aligned(sizeof(float) * a);
+        w->rb = xmalloc_aligned(sizeof(float) * b);
+    }
+}
+
+static void att_bf16_free(AttBf16 *w) {
+    free(w->pa);
+    free(w->pb);
+    free(w->ra);
+    free(w->rb);
+}
+
+// rows x cols of src (row stride ld) rounded to bf16 values, contiguous in dst
+static void round_rows(float *dst, const float *src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)r * cols + c] = bf16_to_float(bf16_round(src[(size_t)r * ld + c]));
+}
+
+// bf16: C (M, N) = op(A) (M, K) @ op(B) (K, N) (+= with acc), fp32 accumulation; ta: A
+// stored (K, M), tb: B stored (N, K), lda/ldb their row strides.
+static void gemm_att_bf16(AttBf16 *w, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                          int ldb, int acc, float *C, int ldc) {
+    if (w->pa) {
+        const int kbt = bf16_ktiles(K);
+        bf16_pack_a(w->pa, kbt, 0, A, lda, ta, M, K);
+        bf16_pack_b(w->pb, kbt, 0, B, ldb, tb, K, N);
+        bf16_gemm(C, ldc, 0, w->pa, kbt, w->pb, kbt, M, N, K, acc);
+        return;
+    }
+    const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    round_rows(w->ra, A, ar, ac, lda);
+    round_rows(w->rb, B, br, bc, ldb);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, w->ra,
+                ac, w->rb, bc, acc ? 1.0f : 0.0f, C, ldc);
+}
+
+// C (M, N) = op(A) op(B) (+ C with acc) at the precision: w NULL or unallocated is fp32.
+static void gemm_att(AttBf16 *w, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     int acc, float *C, int ldc) {
+    if (w && (w->pa || w->ra)) gemm_att_bf16(w, ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+    else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                     lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
+}
 
 // First key query i sees: the window's start, raised to its document's start (ds: this
 // batch row's doc_start, or NULL).
@@ -49,17 +123,22 @@ static void mask_scores(float *S, int nq, int nk, int i0, int lo, int wlen, cons
     }
 }
 
-// S (nq, nk) = scale * Q K^T, masked.
-static void scores(float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D, float scale,
-                   int i0, int lo, int wlen, const int32_t *ds) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+// S (nq, nk) = scale * Q K^T, masked (bf16: the product, then the scale in fp32).
+static void scores(AttBf16 *w, float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D,
+                   float scale, int i0, int lo, int wlen, const int32_t *ds) {
+    if (w->pa || w->ra) {
+        gemm_att_bf16(w, 0, 1, nq, nk, D, Qb, ldq, Kb, ldk, 0, S, nk);
+        for (size_t e = 0; e < (size_t)nq * nk; e++) S[e] *= scale;
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, scale, Qb, ldq, Kb, ldk, 0.0f, S, nk);
+    }
     mask_scores(S, nq, nk, i0, lo, wlen, ds);
 }
 
 // The training forward is the KV forward with no cached positions before the queries.
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
-    attention_forward_kv(out, lse, q, k, v, B, T, 0, NH, NKV, D, window, doc_start);
+                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p) {
+    attention_forward_kv(out, lse, q, k, v, B, T, 0, NH, NKV, D, window, doc_start, p);
 }
 
 // Query blocks are cut at p0, p0+QB, ..., and positions below (query index i0, key index lo)
@@ -68,9 +147,10 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 // those of before the KV path was added. ldq, ldk: the row strides of q/out and k/v (the
 // public forms pass NH*D and NKV*D; context parallelism passes a head group's). gemv: a
 // single query row against cached keys may use sgemv (the KV path; not context
-// parallelism, whose query blocks must be the sgemm blocks of the whole sequence).
+// parallelism, whose query blocks must be the sgemm blocks of the whole sequence; nor bf16).
 static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int p0,
-                     int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, int gemv_ok) {
+                     int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, int gemv_ok,
+                     Precision p) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int Tk = p0 + T;   // keys per batch row
@@ -80,6 +160,8 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
 #pragma omp parallel
     {
         float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen));
+        AttBf16 w;
+        att_bf16_alloc(&w, p, qrows + wlen, D);
 #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
@@ -98,12 +180,12 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     // One query row against cached keys (a decode step): sgemv reads K and V
                     // once, where sgemm would first pack them. The training forward (p0 = 0)
                     // keeps its sgemm, so its results stay bitwise what they were.
-                    const int gemv = gemv_ok && nq == 1 && p0 > 0;
+                    const int gemv = gemv_ok && nq == 1 && p0 > 0 && p != PRECISION_BF16;
                     if (gemv) {
                         cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
                         mask_scores(S, nq, nk, i0, lo, wlen, ds);
                     } else {
-                        scores(S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                        scores(&w, S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                     }
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
@@ -123,20 +205,21 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                         lse_b[r] = mx + logf(sum);
                     }
                     if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
-                    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, S, nk, Vb, ldk, 0.0f, Ob, ldq);
+                    else gemm_att(&w, 0, 0, nq, D, nk, S, nk, Vb, ldk, 0, Ob, ldq);
                 }
         free(S);
+        att_bf16_free(&w);
     }
 }
 
 void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
-                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start) {
-    attn_fwd(out, lse, q, k, v, B, T, p0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1);
+                          int B, int T, int p0, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p) {
+    attn_fwd(out, lse, q, k, v, B, T, p0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1, p);
 }
 
 void attention_forward_at(float *out, float *lse, const float *q, const float *k, const float *v, int T, int p0,
-                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start) {
-    attn_fwd(out, lse, q, k, v, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0);
+                          int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, Precision p) {
+    attn_fwd(out, lse, q, k, v, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0, p);
 }
 
 // The backward of attn_fwd (no gemv case): queries at p0..p0+T-1 of keys 0..p0+T-1; with
@@ -144,7 +227,7 @@ void attention_forward_at(float *out, float *lse, const float *q, const float *k
 // the public strides it is the training backward as it always was, bitwise.
 static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                      const float *v, const float *lse, int B, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
-                     int window, const int32_t *doc_start, int zero) {
+                     int window, const int32_t *doc_start, int zero, Precision p) {
     const float scale = 1.0f / sqrtf((float)D);
     const int group = NH / NKV;
     const int Tk = p0 + T;
@@ -154,6 +237,8 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
     {
         float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
         float *dP = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+        AttBf16 w;
+        att_bf16_alloc(&w, p, QB + wlen, D);
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++) {
@@ -172,7 +257,7 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                         const size_t koff = ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                         const float *Qb = q + qoff, *dOb = dout + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
-                        scores(P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                        scores(&w, P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
                             float l = lse[((size_t)b * NH + h) * T + i0 - p0 + r];
                             float *row = P + (size_t)r * nk;
@@ -180,7 +265,7 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                             for (int c = 0; c < nk; c++) row[c] = vexpf(row[c] - l);
                         }
                         // dP (nq, nk) = dO V^T
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, D, 1.0f, dOb, ldq, Vb, ldk, 0.0f, dP, nk);
+                        gemm_att(&w, 0, 1, nq, nk, D, dOb, ldq, Vb, ldk, 0, dP, nk);
                         for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(P * dP)) * scale
                             // rowsum(P * dP) equals rowsum(dO * O) (O = P V); taken from the
                             // same dP values it makes each row of dS sum to zero up to the
@@ -194,28 +279,26 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                             for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
                         }
                         // dQ = dS K; dK += dS^T Q; dV += P^T dO
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f, dP, nk, Kb, ldk, 0.0f,
-                                    dq + qoff, ldq);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, dP, nk, Qb, ldq, 1.0f,
-                                    dk + koff, ldk);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, P, nk, dOb, ldq, 1.0f,
-                                    dv + koff, ldk);
+                        gemm_att(&w, 0, 0, nq, D, nk, dP, nk, Kb, ldk, 0, dq + qoff, ldq);
+                        gemm_att(&w, 1, 0, nk, D, nq, dP, nk, Qb, ldq, 1, dk + koff, ldk);
+                        gemm_att(&w, 1, 0, nk, D, nq, P, nk, dOb, ldq, 1, dv + koff, ldk);
                     }
             }
         free(P);
         free(dP);
+        att_bf16_free(&w);
     }
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse,
-                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
+                        int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p) {
     (void)out;   // D_i comes from P and dP (attn_bwd); the interface keeps O for the CUDA kernel
-    attn_bwd(dq, dk, dv, dout, q, k, v, lse, B, T, 0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1);
+    attn_bwd(dq, dk, dv, dout, q, k, v, lse, B, T, 0, NH, NKV, D, NH * D, NKV * D, window, doc_start, 1, p);
 }
 
 void attention_backward_at(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                            const float *v, const float *lse, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
-                           int window, const int32_t *doc_start) {
-    attn_bwd(dq, dk, dv, dout, q, k, v, lse, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0);
+                           int window, const int32_t *doc_start, Precision p) {
+    attn_bwd(dq, dk, dv, dout, q, k, v, lse, 1, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, 0, p);
 }

@@ -1,7 +1,7 @@
 // ops_cpu.c: the CPU backend's Ops table (kernels/ops.h) over the kernels of kernels.h:
 // buffers are host memory, every op is the CPU kernel itself, fp32 buffers only. The
-// matmuls and the LM head run at the backend's precision (be->prec: fp32, or bf16 operands
-// with fp32 accumulation), passed to the kernels with the backend's own bf16 scratch (its
+// matmuls, attention's products and the LM head run at the backend's precision (be->prec:
+// fp32, or bf16 operands with fp32 accumulation), passed to the kernels with the backend's own bf16 scratch (its
 // Bf16Work, made on the first bf16 call), so CPU backends of different precision live in
 // one process without sharing anything.
 #include <stdio.h>
@@ -155,41 +155,36 @@ static void cpu_rope_backward(OpsBackend *be, void *dx, DType t, const float *co
 static void cpu_attention_forward(OpsBackend *be, void *out, float *lse, const void *q, const void *k, const void *v,
                                   DType t, int B, int T, int NH, int NKV, int D, int window,
                                   const int32_t *doc_start) {
-    (void)be;
     need_f32("attention_forward", t);
-    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, doc_start);
+    attention_forward(out, lse, q, k, v, B, T, NH, NKV, D, window, doc_start, be->prec);
 }
 
 static void cpu_attention_backward(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
                                    const void *k, const void *v, const void *out, const float *lse, DType t, int B,
                                    int T, int NH, int NKV, int D, int window, const int32_t *doc_start) {
-    (void)be;
     need_f32("attention_backward", t);
-    attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, D, window, doc_start);
+    attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, D, window, doc_start, be->prec);
 }
 
 static void cpu_attention_forward_kv(OpsBackend *be, void *out, float *lse, const void *q, const void *k,
                                      const void *v, DType t, int B, int T, int p0, int NH, int NKV, int D, int window,
                                      const int32_t *doc_start) {
-    (void)be;
     need_f32("attention_forward_kv", t);
-    attention_forward_kv(out, lse, q, k, v, B, T, p0, NH, NKV, D, window, doc_start);
+    attention_forward_kv(out, lse, q, k, v, B, T, p0, NH, NKV, D, window, doc_start, be->prec);
 }
 
 static void cpu_attention_forward_at(OpsBackend *be, void *out, float *lse, const void *q, const void *k,
                                      const void *v, DType t, int T, int p0, int NH, int NKV, int D, int ldq, int ldk,
                                      int window, const int32_t *doc_start) {
-    (void)be;
     need_f32("attention_forward_at", t);
-    attention_forward_at(out, lse, q, k, v, T, p0, NH, NKV, D, ldq, ldk, window, doc_start);
+    attention_forward_at(out, lse, q, k, v, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, be->prec);
 }
 
 static void cpu_attention_backward_at(OpsBackend *be, void *dq, void *dk, void *dv, const void *dout, const void *q,
                                       const void *k, const void *v, const float *lse, DType t, int T, int p0, int NH,
                                       int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start) {
-    (void)be;
     need_f32("attention_backward_at", t);
-    attention_backward_at(dq, dk, dv, dout, q, k, v, lse, T, p0, NH, NKV, D, ldq, ldk, window, doc_start);
+    attention_backward_at(dq, dk, dv, dout, q, k, v, lse, T, p0, NH, NKV, D, ldq, ldk, window, doc_start, be->prec);
 }
 
 static void cpu_swiglu_forward(OpsBackend *be, void *out, const void *gu, DType t, int N, int H) {

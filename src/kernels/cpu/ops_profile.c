@@ -13,11 +13,13 @@
 typedef enum {
     F_QKV, F_AO, F_UP, F_DOWN, F_GEMM, F_LMHEAD, F_ATTN, F_NORM, F_ROPE, F_SWIGLU, F_EMBED, F_OPTIM, F_COPY, NFAM
 } Family;
-enum { RATE_GEMM, RATE_FP32, RATE_BW };   // what a family's rate is measured against
+// What a family's rate is measured against: the GEMM peak of the run's precision (the
+// matmuls, the LM head and attention's products all run at it), or memory bandwidth.
+enum { RATE_GEMM, RATE_BW };
 static const struct { const char *name; int rate; } FAMILY[NFAM] = {
     {"GEMM qkv", RATE_GEMM},          {"GEMM attn-out", RATE_GEMM}, {"GEMM mlp up/gate", RATE_GEMM},
     {"GEMM mlp down", RATE_GEMM},     {"GEMM other", RATE_GEMM},    {"LM head + loss", RATE_GEMM},
-    {"attention (fp32)", RATE_FP32},  {"RMSNorm", RATE_BW},         {"RoPE", RATE_BW},
+    {"attention", RATE_GEMM},         {"RMSNorm", RATE_BW},         {"RoPE", RATE_BW},
     {"SwiGLU", RATE_BW},              {"embedding", RATE_BW},       {"optimizer (norm, clip, AdamW)", RATE_BW},
     {"copies (cast, zero, columns)", RATE_BW},
 };
@@ -26,7 +28,7 @@ static struct {
     const Ops *orig;
     Ops table;
     ProfileShapes shapes;
-    double sec[NFAM], work[NFAM];   // work: FLOPs (RATE_GEMM, RATE_FP32) or bytes (RATE_BW)
+    double sec[NFAM], work[NFAM];   // work: FLOPs (RATE_GEMM) or bytes (RATE_BW)
     long calls[NFAM];
 } P;
 
@@ -220,17 +222,17 @@ void ops_profile_report(FILE *f, double step_s, int steps, const ProfilePeaks *p
     const double per = 1.0 / steps, step = step_s * per;
     double in_ops = 0;
     for (int i = 0; i < NFAM; i++) in_ops += P.sec[i];
-    fprintf(f, "profile: %.1f ms/step; rates against: GEMM peak (%s) %.1f GFLOP/s, fp32 sgemm peak %.1f GFLOP/s, "
+    fprintf(f, "profile: %.1f ms/step; rates against: GEMM peak (%s) %.1f GFLOP/s, "
                "%s %.1f GB/s (above 100%%: cache-resident operands)\n",
-            1e3 * step, pk->gemm_name, pk->gemm_peak / 1e9, pk->fp32_peak / 1e9, pk->bw_about, pk->bandwidth / 1e9);
+            1e3 * step, pk->gemm_name, pk->gemm_peak / 1e9, pk->bw_about, pk->bandwidth / 1e9);
     for (int i = 0; i < NFAM; i++) {
         if (!P.calls[i]) continue;
         const double s = P.sec[i] * per, rate = P.sec[i] > 0 ? P.work[i] / P.sec[i] : 0;
         const int r = FAMILY[i].rate;
-        const double peak = r == RATE_GEMM ? pk->gemm_peak : r == RATE_FP32 ? pk->fp32_peak : pk->bandwidth;
+        const double peak = r == RATE_GEMM ? pk->gemm_peak : pk->bandwidth;
         fprintf(f, "profile:   %-30s %8.2f ms/step %5.1f%% | %8.1f %s %5.1f%% of %s (%ld calls/step)\n", FAMILY[i].name,
                 1e3 * s, 100 * s / step, rate / 1e9, r == RATE_BW ? "GB/s   " : "GFLOP/s", 100 * rate / peak,
-                r == RATE_GEMM ? pk->gemm_name : r == RATE_FP32 ? "sgemm" : "bandwidth", (long)(P.calls[i] * per));
+                r == RATE_GEMM ? pk->gemm_name : "bandwidth", (long)(P.calls[i] * per));
     }
     const double rest = step - in_ops * per;
     fprintf(f, "profile:   %-30s %8.2f ms/step %5.1f%% | outside the op table: gradient accumulation over "

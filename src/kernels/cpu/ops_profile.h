@@ -16,9 +16,9 @@
 // MLP down projection; anything else counts as "other GEMM".
 typedef struct { int d_model, q_width, kv_width, mlp_hidden; } ProfileShapes;
 
-// The rates a family is measured against: FLOP/s of the run's GEMM precision and of fp32
-// (attention stays fp32 in both precisions), and a measured memory bandwidth in bytes/s.
-typedef struct { double gemm_peak, fp32_peak, bandwidth; const char *gemm_name, *bw_about; } ProfilePeaks;
+// The rates a family is measured against: FLOP/s of the run's GEMM precision (matmuls, LM
+// head and attention's products run at it), and a measured memory bandwidth in bytes/s.
+typedef struct { double gemm_peak, bandwidth; const char *gemm_name, *bw_about; } ProfilePeaks;
 
 // One profiler per process (the bench worker): attach to the backend the model uses.
 void ops_profile_attach(OpsBackend *be, const ProfileShapes *shapes);
