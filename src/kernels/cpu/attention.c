@@ -90,6 +90,65 @@ static void gemm_att_bf16(AttBf16 *w, int ta, int tb, int M, int N, int K, const
                 ac, w->rb, bc, acc ? 1.0f : 0.0f, C, ldc);
 }
 
+// bf16 on a packed engine: every (batch row, KV head)'s keys and values packed once per call
+// as the B operands of the block products (instead of once per query head and block):
+//   kt  K^T (k = D, n = keys)  for S = Q K^T        v   V (k = keys, n = D)  for O = P V
+//   vt  V^T (k = D, n = keys)  for dP = dO V^T      k   K (k = keys, n = D)  for dQ = dS K
+// A block then reads the slice of its keys from lo rounded down to 32 (a whole n-tile of
+// kt/vt, a whole k-tile of v/k: slicing is a pointer offset); the keys below lo are masked
+// to P = 0, dS = 0, and products with them add exact zeros.
+typedef struct {
+    uint16_t *kt, *v, *vt, *k;
+    int kbt_d, kbt_t;    // k-tiles per tile row: of D (kt, vt), of the keys (v, k)
+    size_t nkt, nv;      // bf16 elements per (row, KV head) of kt/vt and of v/k
+} AttPacked;
+
+static void att_prepack(AttPacked *pk, const float *k, const float *v, int B, int Tk, int NKV, int D, int ldk,
+                        int backward) {
+    pk->kbt_d = bf16_ktiles(D), pk->kbt_t = bf16_ktiles(Tk);
+    pk->nkt = bf16_packed_b_size(Tk, pk->kbt_d), pk->nv = bf16_packed_b_size(D, pk->kbt_t);
+    const size_t n = (size_t)B * NKV;
+    pk->kt = xmalloc_aligned(sizeof(uint16_t) * n * pk->nkt);
+    pk->v = xmalloc_aligned(sizeof(uint16_t) * n * pk->nv);
+    pk->vt = backward ? xmalloc_aligned(sizeof(uint16_t) * n * pk->nkt) : NULL;
+    pk->k = backward ? xmalloc_aligned(sizeof(uint16_t) * n * pk->nv) : NULL;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < NKV; g++) {
+            const size_t i = (size_t)b * NKV + g, off = (size_t)b * Tk * ldk + (size_t)g * D;
+            bf16_pack_b(pk->kt + i * pk->nkt, pk->kbt_d, 0, k + off, ldk, 1, D, Tk);
+            bf16_pack_b(pk->v + i * pk->nv, pk->kbt_t, 0, v + off, ldk, 0, Tk, D);
+            if (backward) {
+                bf16_pack_b(pk->vt + i * pk->nkt, pk->kbt_d, 0, v + off, ldk, 1, D, Tk);
+                bf16_pack_b(pk->k + i * pk->nv, pk->kbt_t, 0, k + off, ldk, 0, Tk, D);
+            }
+        }
+}
+
+static void att_prepack_free(AttPacked *pk) {
+    free(pk->kt);
+    free(pk->v);
+    free(pk->vt);
+    free(pk->k);
+}
+
+// The slices of (row, KV head) i from key lo (a multiple of 32): of kt/vt (n-tiles of 16
+// keys) and of v/k (k-tiles of 32 keys).
+static const uint16_t *slice_t(const AttPacked *pk, const uint16_t *base, size_t i, int lo) {
+    return base + i * pk->nkt + (size_t)(lo / 16) * pk->kbt_d * BF16_TILE;
+}
+static const uint16_t *slice_k(const AttPacked *pk, const uint16_t *base, size_t i, int lo) {
+    return base + i * pk->nv + (size_t)(lo / 32) * BF16_TILE;
+}
+
+// C (M, N) (+)= A (M, K; stored (K, M) when ta) @ the prepacked B slice (b_kbt k-tiles per row).
+static void gemm_prepacked(AttBf16 *w, int ta, int M, int N, int K, const float *A, int lda, const uint16_t *Bp,
+                           int b_kbt, int acc, float *C, int ldc) {
+    const int kbt = bf16_ktiles(K);
+    bf16_pack_a(w->pa, kbt, 0, A, lda, ta, M, K);
+    bf16_gemm(C, ldc, 0, w->pa, kbt, Bp, b_kbt, M, N, K, acc);
+}
+
 // C (M, N) = op(A) op(B) (+ C with acc) at the precision: w NULL or unallocated is fp32.
 static void gemm_att(AttBf16 *w, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                      int acc, float *C, int ldc) {
@@ -157,11 +216,14 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
     const int wlen = window < Tk ? window : Tk;
     const int nqb = (T + QB - 1) / QB;
     const int qrows = T < QB ? T : QB;   // a decode step (T = 1) needs one score row, not QB
+    const int pre = p == PRECISION_BF16 && bf16_packed();
+    AttPacked pk = {0};
+    if (pre) att_prepack(&pk, k, v, B, Tk, NKV, D, ldk, 0);
 #pragma omp parallel
     {
-        float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen));
+        float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen + 31));
         AttBf16 w;
-        att_bf16_alloc(&w, p, qrows + wlen, D);
+        att_bf16_alloc(&w, p, qrows + wlen + 31, D);
 #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
@@ -171,7 +233,9 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     const int32_t *ds = doc_start ? doc_start + (size_t)b * Tk : NULL;
                     int lo, hi;
                     key_range(i0, i1, wlen, ds, &lo, &hi);
+                    if (pre) lo &= ~31;   // the prepacked slices start at a multiple of 32 keys
                     const int nk = hi - lo;
+                    const size_t kvi = (size_t)b * NKV + g;
                     const float *Qb = q + ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
                     const float *Kb = k + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                     const float *Vb = v + ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
@@ -183,6 +247,10 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     const int gemv = gemv_ok && nq == 1 && p0 > 0 && p != PRECISION_BF16;
                     if (gemv) {
                         cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
+                        mask_scores(S, nq, nk, i0, lo, wlen, ds);
+                    } else if (pre) {
+                        gemm_prepacked(&w, 0, nq, nk, D, Qb, ldq, slice_t(&pk, pk.kt, kvi, lo), pk.kbt_d, 0, S, nk);
+                        for (size_t e = 0; e < (size_t)nq * nk; e++) S[e] *= scale;
                         mask_scores(S, nq, nk, i0, lo, wlen, ds);
                     } else {
                         scores(&w, S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
@@ -205,11 +273,13 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                         lse_b[r] = mx + logf(sum);
                     }
                     if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
+                    else if (pre) gemm_prepacked(&w, 0, nq, D, nk, S, nk, slice_k(&pk, pk.v, kvi, lo), pk.kbt_t, 0, Ob, ldq);
                     else gemm_att(&w, 0, 0, nq, D, nk, S, nk, Vb, ldk, 0, Ob, ldq);
                 }
         free(S);
         att_bf16_free(&w);
     }
+    att_prepack_free(&pk);
 }
 
 void attention_forward_kv(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -233,12 +303,15 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
     const int Tk = p0 + T;
     const int wlen = window < Tk ? window : Tk;
     const int nqb = (T + QB - 1) / QB;
+    const int pre = p == PRECISION_BF16 && bf16_packed();
+    AttPacked pk = {0};
+    if (pre) att_prepack(&pk, k, v, B, Tk, NKV, D, ldk, 1);
 #pragma omp parallel
     {
-        float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
-        float *dP = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen));
+        float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen + 31));
+        float *dP = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen + 31));
         AttBf16 w;
-        att_bf16_alloc(&w, p, QB + wlen, D);
+        att_bf16_alloc(&w, p, QB + wlen + 31, D);
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++) {
@@ -252,12 +325,20 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                         const int32_t *ds = doc_start ? doc_start + (size_t)b * Tk : NULL;
                         int lo, hi;
                         key_range(i0, i1, wlen, ds, &lo, &hi);
+                        if (pre) lo &= ~31;   // the prepacked slices start at a multiple of 32 keys
                         const int nk = hi - lo;
+                        const size_t kvi = (size_t)b * NKV + g;
                         const size_t qoff = ((size_t)b * T + i0 - p0) * ldq + (size_t)h * D;
                         const size_t koff = ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                         const float *Qb = q + qoff, *dOb = dout + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
-                        scores(&w, P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                        if (pre) {
+                            gemm_prepacked(&w, 0, nq, nk, D, Qb, ldq, slice_t(&pk, pk.kt, kvi, lo), pk.kbt_d, 0, P, nk);
+                            for (size_t e = 0; e < (size_t)nq * nk; e++) P[e] *= scale;
+                            mask_scores(P, nq, nk, i0, lo, wlen, ds);
+                        } else {
+                            scores(&w, P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
+                        }
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
                             float l = lse[((size_t)b * NH + h) * T + i0 - p0 + r];
                             float *row = P + (size_t)r * nk;
@@ -265,7 +346,8 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                             for (int c = 0; c < nk; c++) row[c] = vexpf(row[c] - l);
                         }
                         // dP (nq, nk) = dO V^T
-                        gemm_att(&w, 0, 1, nq, nk, D, dOb, ldq, Vb, ldk, 0, dP, nk);
+                        if (pre) gemm_prepacked(&w, 0, nq, nk, D, dOb, ldq, slice_t(&pk, pk.vt, kvi, lo), pk.kbt_d, 0, dP, nk);
+                        else gemm_att(&w, 0, 1, nq, nk, D, dOb, ldq, Vb, ldk, 0, dP, nk);
                         for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(P * dP)) * scale
                             // rowsum(P * dP) equals rowsum(dO * O) (O = P V); taken from the
                             // same dP values it makes each row of dS sum to zero up to the
@@ -279,7 +361,8 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                             for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
                         }
                         // dQ = dS K; dK += dS^T Q; dV += P^T dO
-                        gemm_att(&w, 0, 0, nq, D, nk, dP, nk, Kb, ldk, 0, dq + qoff, ldq);
+                        if (pre) gemm_prepacked(&w, 0, nq, D, nk, dP, nk, slice_k(&pk, pk.k, kvi, lo), pk.kbt_t, 0, dq + qoff, ldq);
+                        else gemm_att(&w, 0, 0, nq, D, nk, dP, nk, Kb, ldk, 0, dq + qoff, ldq);
                         gemm_att(&w, 1, 0, nk, D, nq, dP, nk, Qb, ldq, 1, dk + koff, ldk);
                         gemm_att(&w, 1, 0, nk, D, nq, P, nk, dOb, ldq, 1, dv + koff, ldk);
                     }
@@ -288,6 +371,7 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
         free(dP);
         att_bf16_free(&w);
     }
+    att_prepack_free(&pk);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
