@@ -36,8 +36,10 @@
 //   per cycle), global bytes / 3.35e12)
 // Only tensor-core FLOPs are counted; SIMT arithmetic (the fp32 kernels, exp) is not.
 // An access is what the host compiler made of the lane's code (no vectorisation): a copy
-// of a whole 8- or 16-byte vector value is one access, as nvcc's LDS.64/128; a vector
-// whose members are read one by one may become scalar accesses.
+// of a whole 8- or 16-byte vector value is one access, as nvcc's LDS.64/128, and so is an
+// assignment of one (include/cuemu.h: a value built from its members, or read into a
+// variable whose members are then used one by one, would otherwise become scalar accesses,
+// which an initialisation still may).
 // The report: printed at exit to stderr, or to the file named by CUEMU_COST_OUT; one line
 // per (kernel, block size, dynamic shared memory).
 #include <stdio.h>

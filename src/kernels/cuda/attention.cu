@@ -253,15 +253,18 @@ __global__ void __launch_bounds__(NTHREADS) attn_dq_kernel(T *dq, const float *D
 // Tensor-core (WMMA bf16 16x16x16, fp32 accumulate) kernels for the bf16 mode. Same
 // algorithm and determinism as the SIMT kernels above (fixed loop orders, no atomics),
 // laid out on the counted cost model of the emulation (tests/cuemu/cost.cpp, docs/cuda.md
-// "Cost model"): padded shared tiles, lanes walking rotated columns, 16-byte tile loads
-// and output stores, operands reused from registers. Warps own 16 rows each:
+// "Cost model"): padded shared tiles, lanes walking rotated column pairs (8-byte reads,
+// 4-byte bf16 pair writes), 16-byte tile loads and output stores, operands reused from
+// registers. Warps own 16 rows each:
 //   forward  128 query rows (8 warps) x 64-key tiles: Q fragments and the O accumulators
 //            in registers; S = Q K^T (wmma) -> the warp's fp32 slice; online softmax by
-//            the lanes; O rescaled in registers (frag_rows); O += P V (P rounded to bf16
-//            as in FlashAttention-2).
-//   dK, dV   per 64-key tile: S^T = K Q^T and dP^T = V dO^T (wmma), P^T and dS^T by the
-//            lanes (in place, bf16), then dV += P^T dO and dK += dS^T Q in registers; the
-//            bf16 dS^T tile also goes to global memory (8 KiB a tile pair).
+//            the lanes in one pass (the row's scores read once into registers); O
+//            rescaled in registers (frag_rows); O += P V (P rounded to bf16 as in
+//            FlashAttention-2).
+//   dK, dV   per 64-key tile: S^T = K Q^T and dP^T = V dO^T (wmma, each K / V fragment
+//            loaded once for the 4 query blocks), P^T and dS^T by the lanes (in place,
+//            bf16), then dV += P^T dO and dK += dS^T Q in registers; the bf16 dS^T tile
+//            also goes to global memory (8 KiB a tile pair).
 //   dQ       per 64-query tile: dQ += dS K over its key tiles in order, dS read back from
 //            the dK/dV kernel's tiles; dQ in registers.
 // 5 tile matmuls, as FlashAttention-2, and deterministic: FA2 adds each pair's dQ into an
@@ -298,11 +301,13 @@ __device__ __forceinline__ bf16 bzero() { return __float2bfloat16(0.0f); }
 #define LDS (WK + 8)        // fp32 score tiles (S, dP), 64 columns
 #define LDP (WK + 8)        // bf16 probability tiles (P, dS), 64 columns
 
-// The lanes' walk over the 32 columns [half*32, half*32+32) of their row r in a tile of
-// leading dimension ld (fp32 words, or bf16 pairs): step s of lane `lane` takes column
-// half*32 + ((s + rot) & 31) with rot chosen so that at every step the 32 lanes (2 per row,
-// 16 rows) hit 32 different banks: one wavefront per step instead of 32.
-__device__ __forceinline__ int rot_col(int s, int lane, int r, int ld) { return ((s + lane - r * ld) & 31); }
+// The lanes' walk over the 32 columns [half*32, half*32+32) of their row r (2 lanes a row,
+// half = lane & 1), as 16 column pairs: step s takes pair ((s + r + 8 half) & 15), columns
+// half*32 + 2 pair, +1. With the fp32 tile's rows 72 words apart the 16 lanes of each
+// half-warp's 8-byte reads (a pair of S, the pair's two lse or Di) then hit 32 different
+// banks, and with the bf16 tile's rows 4 (mod 32) words apart the 32 lanes' 4-byte
+// writes (the pair as bf16) too: one wavefront a step, 2 bytes a column written.
+__device__ __forceinline__ int rot_pair(int s, int r, int half) { return (s + r + 8 * half) & 15; }
 
 // Which row of its 16x16 tile each of a lane's 8 accumulator elements holds: the layout is
 // the hardware's (the WMMA API does not name it), so it is read off a tile whose elements
@@ -333,23 +338,31 @@ __device__ __forceinline__ void load_tile16(bf16 *dst, int ld, const bf16 *src, 
     }
 }
 
+// Two floats as a bf16 pair (round to nearest, as __float2bfloat16): one 32-bit word.
+__device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16(a)) | (uint32_t)__bfloat16_as_ushort(__float2bfloat16(b)) << 16;
+}
+
 // A 16 x 16 fp32 accumulator to rows [t0, t0+16) (those < T), columns [c0, c0+16) of head
-// hh of a (B, T, heads, D) bf16 tensor, each row divided by rdiv[row] (NULL: as is), through
-// the warp's scratch (2 KiB): fp32 at ld 24 (the 4 rows of a half-warp's 8-byte stores 24
-// words apart: conflict-free), then bf16, then 16 bytes (8 columns) a lane to global
-// memory as one copy (16 rows x 32 bytes: one sector a row).
-__device__ __forceinline__ void write_frag16(bf16 *dst, const FragC &f, float *scratch, const float *rdiv, int b, int Tn,
-                                             int heads, int hh, int D, int t0, int c0) {
-    bf16 *stage = (bf16 *)(scratch + 16 * 24);
+// hh of a (B, T, heads, D) bf16 tensor, through the warp's scratch (16 x 24 fp32): stored at
+// ld 24 (the 4 rows of a half-warp's 8-byte stores 24 words apart: conflict-free), read
+// back by lane l as row l/2, columns (l&1)*8 .. +7 in two 16-byte reads whose order goes by
+// the row's parity (the 8 lanes of a quarter-warp, 4 rows x 2 halves, then hit 32
+// different banks: 8 wavefronts for the tile), rounded to bf16 in registers and written
+// as 16 bytes a lane (16 rows x 32 bytes: one sector a row).
+__device__ __forceinline__ void write_frag16(bf16 *dst, const FragC &f, float *scratch, int b, int Tn, int heads, int hh,
+                                             int D, int t0, int c0) {
     wmma::store_matrix_sync(scratch, f, 24, wmma::mem_row_major);
     __syncwarp();
-    const int lane = threadIdx.x % 32, rr = lane / 2, cc = (lane & 1) * 8, t = t0 + rr;
-    const float dv = rdiv && t < Tn ? rdiv[rr] : 1.0f;
-#pragma unroll
-    for (int e = 0; e < 8; e++) stage[rr * 16 + cc + e] = __float2bfloat16(rdiv ? scratch[rr * 24 + cc + e] / dv : scratch[rr * 24 + cc + e]);
-    __syncwarp();
-    if (t < Tn) *(uint4 *)(dst + ((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc) = *(const uint4 *)(stage + rr * 16 + cc);
-    __syncwarp();
+    const int lane = threadIdx.x % 32, rr = lane / 2, cc = (lane & 1) * 8, t = t0 + rr, a = rr & 1;
+    float4 x, y;   // assigned: 16-byte accesses in the emulation's count too (cuemu.h)
+    x = *(const float4 *)(scratch + rr * 24 + cc + 4 * a);
+    y = *(const float4 *)(scratch + rr * 24 + cc + 4 * (1 - a));
+    __syncwarp();   // the scratch is read before the caller reuses it
+    const float4 lo = a ? y : x, hi = a ? x : y;
+    if (t < Tn)
+        *(uint4 *)(dst + ((size_t)b * Tn + t) * heads * D + (size_t)hh * D + c0 + cc) =
+            make_uint4(bf16x2_bits(lo.x, lo.y), bf16x2_bits(lo.z, lo.w), bf16x2_bits(hi.x, hi.y), bf16x2_bits(hi.z, hi.w));
 }
 
 // A warp's 16 rows of 64 bf16 (128 bytes each) from shared src (ld bf16; NULL: zeros) to
@@ -439,22 +452,31 @@ __global__ void __launch_bounds__(FTHREADS) attn_fwd_wmma(bf16 *out, float *lse,
             wmma::store_matrix_sync(Sw + kb * 16, acc, LDS, wmma::mem_row_major);
         }
         __syncwarp();
+        // the row's 32 scores (this lane's half) once into registers, masked and scaled
         const float *srow = Sw + rl * LDS;
+        float2 sv[WK / 4];
         float mx = -INFINITY;
-        for (int st = 0; st < WK / 2; st++) {
-            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
-            mx = fmaxf(mx, visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY);
+#pragma unroll
+        for (int st = 0; st < WK / 4; st++) {
+            const int c = half * (WK / 2) + 2 * rot_pair(st, rl, half);
+            float2 x;   // assigned: one 8-byte access in the emulation's count too (cuemu.h)
+            x = *(const float2 *)(srow + c);
+            sv[st].x = visible_doc(docs, b, i, k0 + c, Tn, window) ? x.x * scale : -INFINITY;
+            sv[st].y = visible_doc(docs, b, i, k0 + c + 1, Tn, window) ? x.y * scale : -INFINITY;
+            mx = fmaxf(mx, fmaxf(sv[st].x, sv[st].y));
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         const float mold = Ms[r], mnew = fmaxf(mold, mx);
         const float alpha = mnew == -INFINITY ? 1.0f : expf(mold - mnew);
         float sum = 0.0f;
-        for (int st = 0; st < WK / 2; st++) {
-            const int c = half * (WK / 2) + rot_col(st, lane, rl, LDS);
-            const float sv = visible_doc(docs, b, i, k0 + c, Tn, window) ? srow[c] * scale : -INFINITY;
-            const float p = sv == -INFINITY ? 0.0f : expf(sv - mnew);
-            sum += p;
-            Pw[rl * LDP + c] = __float2bfloat16(p);
+#pragma unroll
+        for (int st = 0; st < WK / 4; st++) {
+            const int c = half * (WK / 2) + 2 * rot_pair(st, rl, half);
+            const float p0 = sv[st].x == -INFINITY ? 0.0f : expf(sv[st].x - mnew);
+            const float p1 = sv[st].y == -INFINITY ? 0.0f : expf(sv[st].y - mnew);
+            sum += p0;
+            sum += p1;
+            *(uint32_t *)(Pw + rl * LDP + c) = bf16x2_bits(p0, p1);
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         __syncwarp();   // both lanes of a row have read Ms[r]
@@ -482,24 +504,34 @@ __global__ void __launch_bounds__(FTHREADS) attn_fwd_wmma(bf16 *out, float *lse,
             }
         }
     }
-    // O / l, 16 columns at a time through the warp's score slice
+    // O / l in registers (each element's row: frow), 16 columns at a time to global memory
+    // through the warp's score slice
     __syncwarp();
+    float lr[8];
 #pragma unroll
-    for (int nb = 0; nb < NB; nb++) write_frag16(out, of[nb], Sw, Ls + r0, b, Tn, NH, h, D, q0 + r0, nb * 16);
+    for (int e = 0; e < 8; e++) lr[e] = Ls[r0 + frow[e]];
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) of[nb].x[e] /= lr[e];
+        write_frag16(out, of[nb], Sw, b, Tn, NH, h, D, q0 + r0, nb * 16);
+    }
     __syncthreads();   // thread t writes row t's lse: rows of other warps
     if (threadIdx.x < FQ && q0 + (int)threadIdx.x < Tn)
         lse[((size_t)b * NH + h) * Tn + q0 + threadIdx.x] = Ms[threadIdx.x] + logf(Ls[threadIdx.x]);
 }
 
 // dK, dV: 64 keys a block, 4 warps of 16; per query tile S^T = K Q^T and dP^T = V dO^T
-// into the warp's fp32 slices (ld 68), P^T and dS^T by the lanes (rotated columns), kept in
-// registers until both lanes of the row have read the row, then written as bf16 over the
-// row's own fp32 bytes (ld 136 bf16 = the same 272-byte rows: conflict-free ldmatrix), and
-// dV += P^T dO, dK += dS^T Q with P^T, dS^T fragments loaded once. In place, so that the
-// padded tiles fit twice per SM. Each warp also stores its 16 rows of dS^T to the pair's
+// (each K and V fragment loaded once, the 4 query blocks' accumulators in registers) into
+// the warp's fp32 slices (ld 72), P^T and dS^T by the lanes (column pairs, rot_pair), kept
+// in registers until the warp has read its slices, then written as bf16 over them (ld 136
+// bf16: conflict-free ldmatrix), and dV += P^T dO, dK += dS^T Q with P^T, dS^T fragments
+// loaded once. In place, so that the padded tiles fit twice per SM. Each warp also stores its 16 rows of dS^T to the pair's
 // global tile (g_base: the first kv group of this launch's chunk), zeros where a warp whose
 // 16 keys no query of the tile sees skips it.
-#define LST (WQ + 4)   // fp32 S^T, dP^T; their bf16 overlays have ld 2 * LST
+#define LST (WQ + 8)        // fp32 S^T, dP^T
+#define LPT (2 * WQ + 8)    // their bf16 overlays (P^T, dS^T), in the warp's own fp32 rows
+static_assert(LPT * 2 <= LST * 4, "a warp's bf16 overlay fits in its 16 fp32 rows");
 template <int D> constexpr size_t dkdv_smem() {
     return (size_t)4 * WK * PADT(D) * 2 + (size_t)2 * WK * LST * 4 + 2 * WQ * 4;
 }
@@ -519,7 +551,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, b
     const int k0 = kt * WK, c_reach = cuda_attn_reach(window);
     const long long npairs = cuda_attn_pair_base(gridDim.x, c_reach);
     float *Sw = St + r0 * LST, *dPw = dPt + r0 * LST;
-    bf16 *Pw = (bf16 *)Sw, *dSw = (bf16 *)dPw;   // the bf16 overlays, ld 2 * LST
+    bf16 *Pw = (bf16 *)Sw, *dSw = (bf16 *)dPw;   // the bf16 overlays, ld LPT
     load_tile16<D>(Ks, LDT, k, b, Tn, NKV, g, k0, WK, WTHREADS);
     load_tile16<D>(Vs, LDT, v, b, Tn, NKV, g, k0, WK, WTHREADS);
     FragC dKf[NB], dVf[NB];
@@ -551,53 +583,60 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, b
                 store_rows16(dSg, nullptr, 0);
                 continue;
             }
+            FragC a1[WQ / 16], a2[WQ / 16];
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
-                FragC a1, a2;
-                wmma::fill_fragment(a1, 0.0f);
-                wmma::fill_fragment(a2, 0.0f);
+                wmma::fill_fragment(a1[qb], 0.0f);
+                wmma::fill_fragment(a2[qb], 0.0f);
+            }
 #pragma unroll
-                for (int kk = 0; kk < NB; kk++) {
-                    FragA fa;
+            for (int kk = 0; kk < NB; kk++) {
+                FragA fk, fv;
+                wmma::load_matrix_sync(fk, Ks + r0 * LDT + kk * 16, LDT);
+                wmma::load_matrix_sync(fv, Vs + r0 * LDT + kk * 16, LDT);
+#pragma unroll
+                for (int qb = 0; qb < WQ / 16; qb++) {
                     FragBt fb;
-                    wmma::load_matrix_sync(fa, Ks + r0 * LDT + kk * 16, LDT);
                     wmma::load_matrix_sync(fb, Qs + qb * 16 * LDT + kk * 16, LDT);
-                    wmma::mma_sync(a1, fa, fb, a1);
-                    wmma::load_matrix_sync(fa, Vs + r0 * LDT + kk * 16, LDT);
+                    wmma::mma_sync(a1[qb], fk, fb, a1[qb]);
                     wmma::load_matrix_sync(fb, dOs + qb * 16 * LDT + kk * 16, LDT);
-                    wmma::mma_sync(a2, fa, fb, a2);
+                    wmma::mma_sync(a2[qb], fv, fb, a2[qb]);
                 }
-                wmma::store_matrix_sync(Sw + qb * 16, a1, LST, wmma::mem_row_major);
-                wmma::store_matrix_sync(dPw + qb * 16, a2, LST, wmma::mem_row_major);
+            }
+#pragma unroll
+            for (int qb = 0; qb < WQ / 16; qb++) {
+                wmma::store_matrix_sync(Sw + qb * 16, a1[qb], LST, wmma::mem_row_major);
+                wmma::store_matrix_sync(dPw + qb * 16, a2[qb], LST, wmma::mem_row_major);
             }
             __syncwarp();
-            __nv_bfloat162 pv[WQ / 4], dsv[WQ / 4];   // two steps a register
+            uint32_t pv[WQ / 4], dsv[WQ / 4];   // bf16 pairs
 #pragma unroll
-            for (int st = 0; st < WQ / 2; st += 2) {   // rotated columns: one wavefront a step
-                float p[2], ds[2];
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const int c = c0 + rot_col(st + u, lane, rl, LST), i = q0 + c;
-                    p[u] = visible_doc(docs, b, i, j, Tn, window) ? expf(Sw[rl * LST + c] * scale - Lq[c]) : 0.0f;
-                    ds[u] = p[u] * (dPw[rl * LST + c] - Dq[c]) * scale;
-                }
-                pv[st / 2] = __floats2bfloat162_rn(p[0], p[1]);
-                dsv[st / 2] = __floats2bfloat162_rn(ds[0], ds[1]);
+            for (int st = 0; st < WQ / 4; st++) {
+                const int c = c0 + 2 * rot_pair(st, rl, lane & 1), i = q0 + c;
+                float2 sv, dp, L, Dd;   // assigned: 8-byte accesses (cuemu.h)
+                sv = *(const float2 *)(Sw + rl * LST + c);
+                dp = *(const float2 *)(dPw + rl * LST + c);
+                L = *(const float2 *)(Lq + c);
+                Dd = *(const float2 *)(Dq + c);
+                const float p0 = visible_doc(docs, b, i, j, Tn, window) ? expf(sv.x * scale - L.x) : 0.0f;
+                const float p1 = visible_doc(docs, b, i + 1, j, Tn, window) ? expf(sv.y * scale - L.y) : 0.0f;
+                pv[st] = bf16x2_bits(p0, p1);
+                dsv[st] = bf16x2_bits(p0 * (dp.x - Dd.x) * scale, p1 * (dp.y - Dd.y) * scale);
             }
-            __syncwarp();   // the row's fp32 values are read: overwrite them with bf16
+            __syncwarp();   // the warp's fp32 values are read: overwrite them with bf16
 #pragma unroll
-            for (int st = 0; st < WQ / 2; st++) {
-                const int c = c0 + rot_col(st, lane, rl, LST);
-                Pw[rl * 2 * LST + c] = st % 2 ? pv[st / 2].y : pv[st / 2].x;
-                dSw[rl * 2 * LST + c] = st % 2 ? dsv[st / 2].y : dsv[st / 2].x;
+            for (int st = 0; st < WQ / 4; st++) {
+                const int c = c0 + 2 * rot_pair(st, rl, lane & 1);
+                *(uint32_t *)(Pw + rl * LPT + c) = pv[st];
+                *(uint32_t *)(dSw + rl * LPT + c) = dsv[st];
             }
             __syncwarp();
-            store_rows16(dSg, dSw, 2 * LST);
+            store_rows16(dSg, dSw, LPT);
             FragA pf[WQ / 16], dsf[WQ / 16];
 #pragma unroll
             for (int qb = 0; qb < WQ / 16; qb++) {
-                wmma::load_matrix_sync(pf[qb], Pw + qb * 16, 2 * LST);
-                wmma::load_matrix_sync(dsf[qb], dSw + qb * 16, 2 * LST);
+                wmma::load_matrix_sync(pf[qb], Pw + qb * 16, LPT);
+                wmma::load_matrix_sync(dsf[qb], dSw + qb * 16, LPT);
             }
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
@@ -615,8 +654,8 @@ __global__ void __launch_bounds__(WTHREADS) attn_dkdv_wmma(bf16 *dk, bf16 *dv, b
     __syncwarp();
 #pragma unroll
     for (int nb = 0; nb < NB; nb++) {
-        write_frag16(dk, dKf[nb], Sw, nullptr, b, Tn, NKV, g, D, k0 + r0, nb * 16);
-        write_frag16(dv, dVf[nb], Sw, nullptr, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+        write_frag16(dk, dKf[nb], Sw, b, Tn, NKV, g, D, k0 + r0, nb * 16);
+        write_frag16(dv, dVf[nb], Sw, b, Tn, NKV, g, D, k0 + r0, nb * 16);
     }
 }
 
@@ -672,7 +711,7 @@ __global__ void __launch_bounds__(WTHREADS) attn_dq_wmma(bf16 *dq, const bf16 *d
     }
     __syncwarp();
 #pragma unroll
-    for (int nb = 0; nb < NB; nb++) write_frag16(dq, dQf[nb], Sw, nullptr, b, Tn, NH, h, D, q0 + r0, nb * 16);
+    for (int nb = 0; nb < NB; nb++) write_frag16(dq, dQf[nb], Sw, b, Tn, NH, h, D, q0 + r0, nb * 16);
 }
 
 static bool use_wmma() {

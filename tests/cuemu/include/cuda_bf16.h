@@ -30,6 +30,7 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 }
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
 static inline float __bfloat162float(__nv_bfloat16 h) { return cuemu_bf2f(h.__x); }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
 // a pair (one 32-bit register on the device)
 struct __align__(4) __nv_bfloat162 {
     __nv_bfloat16 x, y;

@@ -32,13 +32,21 @@
 #define CUEMU 1
 
 struct uint3 { unsigned int x, y, z; };
-// CUDA's vector types with their alignment (a 16-byte one is one 16-byte access)
-struct __attribute__((aligned(8))) float2 { float x, y; };
-struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
-struct __attribute__((aligned(8))) int2 { int x, y; };
-struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
-struct __attribute__((aligned(8))) uint2 { unsigned int x, y; };
-struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; };
+// CUDA's vector types with their alignment. Assigning a whole value is one access of its
+// size, as the device's LDS/STS/LDG/STG.64 and .128 (the host compiler would otherwise
+// move a value built from, or used as, its members as one 4-byte access a member); an
+// initialisation (`float2 v = *p;`) may still be split, so kernels assign.
+#define CUEMU_VEC_ASSIGN(T, n)                 \
+    T &operator=(const T &o) {                 \
+        __builtin_memcpy(this, &o, n);         \
+        return *this;                          \
+    }
+struct __attribute__((aligned(8))) float2 { float x, y; CUEMU_VEC_ASSIGN(float2, 8) };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; CUEMU_VEC_ASSIGN(float4, 16) };
+struct __attribute__((aligned(8))) int2 { int x, y; CUEMU_VEC_ASSIGN(int2, 8) };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; CUEMU_VEC_ASSIGN(int4, 16) };
+struct __attribute__((aligned(8))) uint2 { unsigned int x, y; CUEMU_VEC_ASSIGN(uint2, 8) };
+struct __attribute__((aligned(16))) uint4 { unsigned int x, y, z, w; CUEMU_VEC_ASSIGN(uint4, 16) };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
