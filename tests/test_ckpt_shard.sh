@@ -9,8 +9,8 @@
 #  2. a rank killed during a sharded write (OLMO_TEST_CKPT_SHARD_PAUSE holds rank 1 inside its
 #     part of step 4, in the background, while training goes on): no step-4 directory, its
 #     .tmp-step-4 marked incomplete (`olmo ckpt verify` says so, exit 2), train.resume naming
-#     it refused (exit 2) naming step 2,
-#     and the rerun resumes from step 2 bitwise the uninterrupted run;
+#     it refused (exit 2) naming step 2 with nothing in the run directory written or
+#     removed (but the dead job's run lock taken over), and the rerun resumes from step 2 bitwise the uninterrupted run;
 #  3. a rank whose part fails (OLMO_TEST_CKPT_SHARD_FAIL): every rank exits 1 naming it,
 #     nothing published; the rerun resumes from step 2, bitwise;
 # Elastic resume through sharded checkpoints (full W = 2 -> optim W = 4 -> W = 1, bitwise the
@@ -63,8 +63,13 @@ rc=0; wait $mp || rc=$?
 rc=0; "$OLMO" ckpt verify $M/checkpoints/.tmp-step-00000004 >$TMP/verify.log 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "^BAD .*: an incomplete sharded checkpoint" $TMP/verify.log \
   || fail "ckpt verify of the incomplete checkpoint: exit $rc: $(cat $TMP/verify.log)"
+# what the refused run may touch: the killed job's run lock, which it takes over and drops
+# (tests/test_run_lock.sh), and so the directory's own mtime; nothing else
+snap() { find "$1" -mindepth 1 ! -name .lock -printf '%P %s %T@\n' | sort; }
+snap $M >$TMP/before.txt
 rc=0; mtrain 2 $M "${P[@]}" dist.shard=full train.resume=$M/checkpoints/.tmp-step-00000004 || rc=$?
 [ $rc = 2 ] || fail "train.resume of the incomplete checkpoint: exit $rc (want 2): $(tail -3 $M.log)"
+snap $M | cmp -s - $TMP/before.txt || fail "the refused resume changed $M: $(snap $M | diff $TMP/before.txt - | head -5)"
 grep -q "cannot resume from $M/checkpoints/.tmp-step-00000004: an incomplete sharded checkpoint.*the last complete checkpoint is $(ck $M 2)" $M.log \
   || fail "refusal does not name the last complete checkpoint: $(grep error $M.log)"
 echo "ok refused: $(grep -m1 -o 'cannot resume from.*' $M.log | cut -c1-240)..."

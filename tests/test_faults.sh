@@ -18,7 +18,8 @@
 #     ever reaches the weights or the Adam moments; a NaN step across a checkpoint resumes
 #     bitwise.
 #  5. An MPI rank SIGKILLed (2 ranks): the job stops, the checkpoints are intact, 1 rank
-#     resumes it.
+#     resumes it. (A rank killed inside its part of a sharded checkpoint write, and one whose
+#     part fails: tests/test_ckpt_shard.sh; under dist.shard: full, tests/test_shard.sh.)
 #  6. One bit flipped at a random offset of the newest checkpoint (safetensors headers,
 #     weights, Adam moments, train_state.json, checksums.txt), 64 trials: every resume is
 #     refused (exit 2) naming the file and pointing at the previous checkpoint, with nothing

@@ -11,7 +11,9 @@
 #  3. Elastic across modes and world sizes: full at W = 2 stopped at step 2, resumed as
 #     optim at W = 4 and stopped at step 4, then W = 1 to step 6: bitwise the uninterrupted run.
 #  4. Bad settings exit 2 with nothing written, naming the key: a shard group that does not
-#     divide W, HSDP groups on the cuda backend (its NCCL shards span all ranks).
+#     divide W, an unknown mode, full with an uneven micro-batch split, full with context
+#     parallelism (the cuda backend's refusals, grads/full without NCCL among them, are
+#     tests/test_cuda_shard.sh's).
 #  6. (run before 5) a rank killed during a full-shard checkpoint write: see below.
 #  5. `olmo info --backend cuda --shard full`: the per-GPU plan, its lines consistent with the
 #     shard and part sizes; the 32B on 64 x 80 GB and the 7B on 8 x 80 GB fit with recompute.

@@ -84,8 +84,8 @@ static const Key KEYS[] = {
     {"train.precision", T_STR, F(precision), "", "\"\" = the backend's default (cuda: bf16, cpu: fp32) | fp32 | bf16 (cpu: bf16 matmul operands, fp32 accumulation; docs/performance.md)"},
     {"train.allow_recipe_change", T_STRLIST, LIST(allow, n_allow), "", "resume only: keys (optim.lr) or sections (schedule) whose change from the checkpoint's recipe is meant; other changes that alter the training are refused (docs/checkpoints.md)"},
 
-    {"dist.shard", T_STR, F(shard), "optim", "optim (ZeRO-1: Adam sharded) | grads (ZeRO-2: also the reduced gradient; the full-size one only during the step) | full (ZeRO-3/FSDP: also the master weights, each block's weights all-gathered before use and freed after); cpu only (docs/distributed.md)"},
-    {"dist.shard_group", T_INT, F(shard_group), "0", "HSDP: shard within groups of this many consecutive ranks, replicas reduced across groups; divides the world size; 0 = one group of all ranks"},
+    {"dist.shard", T_STR, F(shard), "optim", "optim (ZeRO-1: Adam sharded) | grads (ZeRO-2: also the reduced gradient; the full-size one only during the step) | full (ZeRO-3/FSDP: also the master weights, each block's weights all-gathered before use and freed after); cpu, and cuda over NCCL (grads and full need NCCL there) (docs/distributed.md)"},
+    {"dist.shard_group", T_INT, F(shard_group), "0", "HSDP: shard within groups of this many consecutive ranks, replicas reduced across groups; divides the world size; 0 = one group of all ranks; cpu and cuda (not with context parallelism on cuda)"},
     {"dist.context_parallel", T_INT, F(context_parallel), "1", "context parallelism: groups of this many consecutive ranks share each instance (Llama 3 load balance: 2C chunks, member j holds j and 2C-1-j; OLMo 3 stage 3: 8); divides the world size; cpu (MPI) or cuda (NCCL) (docs/distributed.md)"},
     {"dist.cp_head_stride", T_INT, F(cp_head_stride), "1", "context parallelism: K/V are all-gathered this many KV heads at a time (OLMo-core head_stride; OLMo 3: 4); divides model.n_kv_heads"},
 
