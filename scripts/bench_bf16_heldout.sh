@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_bf16_heldout.sh: what train.precision=bf16 (CPU: bf16 matmul operands, fp32
 # accumulation) does to held-out loss, measured against seed-to-seed noise. Trains the
-# default corpus's stage-1 recipe (configs/brown-stage1.yml, olmo3-20m, 80 steps) three
+# default corpus's stage-1 recipe (configs/brown-stage1.yml, olmo3-20m, 640 steps of 4 x 256) three
 # times: fp32 (train.seed 42), bf16 (seed 42) and fp32 with another init seed (43); prints
 # the in-domain held-out and out-of-domain CE at every evaluation, the bf16 - fp32 gap next
 # to the seed gap, and tokens/s of each run. Needs the prepared corpus (scripts/main.sh or

@@ -113,11 +113,16 @@ d = json.load(open("runs/brown/stage3/downstream.json"))
 print("downstream (final model):", ", ".join(
     f"{t} acc {d[f'task/{t}/acc']:.3f}" for t in ("brown_next_sentence", "copy", "arithmetic")))
 PY
-# What the model has learnt, in words: a greedy continuation by stage 2's model (the
-# pretrained and midtrained one, at the training length).
+# What the model has learnt, in words: continuations by stage 2's model (the pretrained
+# and midtrained one, at the training length). Greedy decoding of a model this small loops
+# on its likeliest phrase; a sample (temperature 0.7, top-p 0.9, fixed seed: the same text
+# every run) shows the word order and phrases it has picked up.
 prompt="The jury said"
-printf 'greedy sample (stage 2): %s' "$prompt"
+printf 'greedy (stage 2):  %s' "$prompt"
 $OLMO generate runs/brown/stage2 --prompt "$prompt" --greedy --max-new 32 2>/dev/null | tr '\n' ' '
+echo
+printf 'sampled (stage 2): %s' "$prompt"
+$OLMO generate runs/brown/stage2 --prompt "$prompt" --temperature 0.7 --top-p 0.9 --seed 0 --max-new 40 2>/dev/null | tr '\n' ' '
 echo
 echo
 echo "report:      runs/brown/report.html"

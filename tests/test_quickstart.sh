@@ -2,7 +2,7 @@
 # test_quickstart.sh: the README's "Train on your own data" commands, run as written (the
 # lines between its quickstart markers) on a small synthetic corpus in an empty directory,
 # with one change: the train line gets train.max_steps=4 eval.interval=2 ckpt.interval=2
-# (the README's 80 steps take about two minutes). Checks what each command promises: the
+# (the README's 640 steps take about three minutes). Checks what each command promises: the
 # token files, held-out evaluation in the run, the attached record, a completion, the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
