@@ -27,10 +27,11 @@ VOCAB = 100352  # dolma2's 100,278 padded to a multiple of 128, as the model's r
 
 
 def scored_pairs(tokens, seq_len):
-    """(previous, target) pairs the evaluator scores: the first seq_len + 1 tokens of each document."""
+    """(previous, target) pairs the evaluator scores: the first seq_len + 1 tokens of each document.
+
+    As src/eval/eval.c: a document ends with its EOS; a trailing run without one is an
+    incomplete document and is not scored."""
     ends = np.flatnonzero(tokens == EOS).tolist()
-    if not ends or ends[-1] != len(tokens) - 1:
-        ends.append(len(tokens) - 1)
     start = 0
     for end in ends:
         doc = tokens[start:end + 1][:seq_len + 1].tolist()
