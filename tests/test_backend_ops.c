@@ -6,7 +6,7 @@
 // Shapes hold the edge cases: T = 33 and 150 (not a multiple of any tile), window 1 (a
 // query sees only itself), a window shorter than a tile, GQA 2:1 and 4:1, document
 // boundaries crossing tiles, YaRN tables, masked targets, strided QK-norm rows, an
-// accumulating backward, an LM head longer than the CPU's 128-token chunk.
+// accumulating backward, an LM head longer than the CPU's token chunk (CPU_LM_CHUNK).
 // Inputs of a bf16 backend are rounded to bf16 before the reference sees them, so what is
 // measured is the backend's arithmetic, not the input rounding.
 // Error: max |backend - reference| / max |reference| per output. Tolerances:
@@ -411,8 +411,8 @@ static void test_lmhead(int N, int C, int V) {
     for (int i = 0; i < N; i++) tg[i] = i % 5 == 3 ? -100 : (i * 13) % V;
     const float z = 1e-4f, inv = 1.0f / N;
     float *dx = malloc(sizeof(float) * N * C), *dW = malloc(sizeof(float) * V * C);
-    float *scr = malloc(sizeof(float) * 128 * V), *lg = malloc(sizeof(float) * N * V), *ce = malloc(sizeof(float) * N);
-    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, 128, lg, ce, PRECISION_FP32, NULL);
+    float *scr = malloc(sizeof(float) * CPU_LM_CHUNK * V), *lg = malloc(sizeof(float) * N * V), *ce = malloc(sizeof(float) * N);
+    LossSums ref = lmhead_loss_forward_backward(dx, dW, x, W, tg, N, C, V, z, inv, scr, CPU_LM_CHUNK, lg, ce, PRECISION_FP32, NULL);
     for (size_t i = 0; i < (size_t)V * C; i++) dW[i] += dW0[i];
     void *X = to_dev(x, (size_t)N * C, t), *Wd = to_dev(W, (size_t)V * C, t), *TG = to_dev_i32(tg, N);
     void *DX = OPS->alloc(BE, (size_t)N * C * dtype_size(t));
@@ -690,7 +690,7 @@ static const OpCase CASES[] = {
     {"attention_at", "attention_forward_at attention_backward_at", c_attention_at, w_attention_at, 0,
      {150, 4, 2, 16, 40, 64}, "T=150 NH=4 NKV=2 D=16 window=40 docs, chunks of 64", 0},
     {"swiglu", "swiglu_forward swiglu_backward", c_swiglu, w_swiglu, 1, {33, 40}, "N=33 H=40", 0},
-    {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {150, 32, 96}, "N=150 C=32 V=96 (> the CPU's 128-token chunk)", 0},
+    {"lmhead", "lmhead_loss", c_lmhead, w_lmhead, 0, {600, 32, 96}, "N=600 C=32 V=96 (> the CPU's 512-token chunk)", 0},
     {"optimizer", "sumsq add scale adamw adamw_spans", c_optimizer, w_optimizer, 1, {2 * 65536 + 123}, "n=131195 (3 sum-of-squares chunks)", 0},
     // -p only: shapes of a training step of bench config (a) (d_model 256, MLP 768, T 256)
     {"matmul", "matmul_forward matmul_backward", c_matmul, w_matmul, 0, {2048, 256, 768}, "N=2048 C=256 OC=768", 1},

@@ -124,18 +124,15 @@ static LM lm_make(int N, int C, int V, int chunk) {
 static void lm_free(LM *l) { free(l->x), free(l->W), free(l->dx), free(l->dW), free(l->logits), free(l->scratch), free(l->tg); }
 
 // Logits and the loss against double from rounded x, W; the fp32 dlogits (through the
-// test hook on AMX; on the emulated path the scratch holds them, so one chunk) against
+// test hook, before they are rounded as an operand) against
 // double from the double logits; dx and dW against double products of the rounded fp32
 // dlogits. vblock: the AMX path's vocab block (several, the last one partial).
 static void test_lmhead_single(int N, int C, int V, int chunk, int vblock) {
     LM l = lm_make(N, C, V, chunk);
     float *dlo = malloc(sizeof(float) * N * V);
-    const int amx = strcmp(matmul_bf16_engine(), "emulated") != 0;   // a packed engine (AMX, AVX512_BF16)
-    if (!amx) l.chunk = (N + 31) / 32 * 32, l.scratch = realloc(l.scratch, sizeof(float) * l.chunk * V);
     bf16_lmhead_dl_out = dlo, bf16_lmhead_vblock = vblock, bf16_lmhead_chunk = chunk;
     lm_run(&l);
     bf16_lmhead_dl_out = NULL, bf16_lmhead_vblock = 0, bf16_lmhead_chunk = 0;
-    if (!amx) memcpy(dlo, l.scratch, sizeof(float) * N * V);
     double *lg = malloc(sizeof(double) * N * V), *dl = malloc(sizeof(double) * N * V);
     ref_gemm(lg, 0, 1, N, V, C, l.x, C, l.W, C);
     double ce = 0, z = 0;

@@ -748,10 +748,11 @@ static void test_determinism(void) {
         free(c.tok); free(c.E); free(c.dout);
     }
     {
-        LMDet c = {70, 64, 301, 16, malloc(sizeof(int32_t) * 70), frand(70 * 64, 1), frand(301 * 64, 1), malloc(sizeof(float) * 16 * 301)};
-        for (int i = 0; i < 70; i++) c.tgt[i] = i % 5 == 2 ? -100 : (int32_t)(xorshift64() % 301);
-        det_check("lmhead loss fwd+bwd N=70 C=64 V=301 chunk=16", lm_det, &c,
-                  sizeof(double) * 2 + sizeof(float) * (70 * 64 + 301 * 64 + 70));
+        // V 7000: seven vocab blocks of 1024 in lmhead.c's six dx groups (uneven)
+        LMDet c = {70, 64, 7000, 16, malloc(sizeof(int32_t) * 70), frand(70 * 64, 1), frand(7000 * 64, 1), malloc(sizeof(float) * 16 * 7000)};
+        for (int i = 0; i < 70; i++) c.tgt[i] = i % 5 == 2 ? -100 : (int32_t)(xorshift64() % 7000);
+        det_check("lmhead loss fwd+bwd N=70 C=64 V=7000 chunk=16", lm_det, &c,
+                  sizeof(double) * 2 + sizeof(float) * (70 * 64 + 7000 * 64 + 70));
         free(c.tgt); free(c.x); free(c.W); free(c.scratch);
     }
     {   // adamw: elementwise, but check anyway
@@ -941,6 +942,7 @@ int main(int argc, char **argv) {
     test_lmhead(11, 8, 13, 11, 1e-2f, 0);  // one chunk
     test_lmhead(7, 6, 10, 1, 1e-2f, 0);    // chunk of one token
     test_lmhead(9, 5, 17, 16, 0.0f, 0);    // chunk > N, no z
+    test_lmhead(9, 3, 2100, 4, 1e-2f, 0);  // three vocab blocks of lmhead.c's 1024, the last partial
     test_adamw();
     test_sumsq();
     test_small_helpers();

@@ -137,7 +137,7 @@ void residual_forward(float *out, const float *a, const float *b, size_t n);
 // loss = (ce_sum + z_coef * z_sum) * inv_count: dx (N, C) overwritten, dW (V, C) overwritten.
 // Optional outputs: logits_out (N, V) (tests), tok_ce (N) per-token CE (0 where masked).
 typedef struct { double ce_sum, z_sum; long n_valid; } LossSums;
-#define CPU_LM_CHUNK 128   // the CPU backend's chunk: (CPU_LM_CHUNK, V) logits at a time
+#define CPU_LM_CHUNK 512   // the CPU backend's chunk: (CPU_LM_CHUNK, V) logits at a time
 LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, const float *W,
                                       const int32_t *targets, int N, int C, int V,
                                       float z_coef, float inv_count, float *scratch, int chunk,

@@ -68,7 +68,8 @@ struct Bf16Work {
 void *bf16_workspace(Bf16Work *w, int slot, size_t bytes);
 
 // LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 256
-// and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding.
+// and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding (on
+// every engine: the emulated one's vocab-blocked path writes it too).
 extern int bf16_lmhead_chunk, bf16_lmhead_vblock;
 extern float *bf16_lmhead_dl_out;
 

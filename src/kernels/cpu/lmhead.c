@@ -4,70 +4,138 @@
 // d loss / d logit_tv = inv_count * (softmax_tv * (1 + 2 z_coef lse_t) - [v == target_t]).
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
+#include "util/common.h"
 
-// Softmax, CE and z-loss of nc rows of logits (in place: e_v = exp(logit_v - max), then
-// the gradient when `grad`). Per-row sums go to row_ce/row_z (0 where masked).
-static void loss_rows(float *logits, int nc, int V, const int32_t *targets, int grad, float z_coef, float inv_count,
-                      double *row_ce, double *row_z, float *tok_ce) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < nc; r++) {
-        float *lg = logits + (size_t)r * V;
-        int32_t t = targets[r];
-        // One pass of exp: e_v = exp(logit_v - max) is kept in place and reused by the
-        // gradient (softmax_v = e_v / sum). vexpf (vexp.h) vectorizes; the simd lane split
-        // is fixed at compile time, so results do not depend on the thread count.
-        float mx = -INFINITY;
+// ---- fp32 (and bf16 emulated): vocab-blocked within each token chunk ----------------------
+// Per chunk of nc tokens the (nc, V) logits live in `scratch`, but every pass over them
+// works one (nc, VB) vocab block at a time while the block sits in L2:
+//   pass 1, threads take vocab blocks: the block's logits (one single-threaded sgemm), then
+//           per token the block's max m_b, e_v = exp(logit_v - m_b) in place and their sum
+//           s_b; the blocks' (m_b, s_b) are merged per token in block order into lse;
+//   pass 2 (gradient), threads take fixed groups of vocab blocks: per block, dlogits in
+//           place (e_v * exp(m_b - lse) * (1 + 2 z lse) / count, minus 1/count at the
+//           target), then dW block (+)= dl^T @ x chunk and the group's dx partial (+)=
+//           dl @ W block; dx = the groups' partials summed in group order.
+// So the logits are written once and read once per chunk (the loop over whole rows
+// streamed them through memory three times more), and dx is one pass over the chunk's
+// dlogits instead of one per output column block. Every sum has a fixed order: a block's
+// products are one sgemm, stats merge in block order, dx partials belong to LM_GROUPS
+// groups whatever the thread count, dW sums chunks in order.
+#define LM_VBLOCK 1024   // vocab block: (512 tokens, 1024) fp32 logits = 2 MiB, about L2
+#define LM_GROUPS 6      // dx partials: divides evenly over 1, 2, 3 and 6 threads
+
+static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const float *Wm, const int32_t *targets,
+                               int N, int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
+                               float *logits_out, float *tok_ce, int bf16) {
+    const int VB = LM_VBLOCK, nvb = (V + VB - 1) / VB, G = nvb < LM_GROUPS ? nvb : LM_GROUPS;
+    float *blk_max = xmalloc(sizeof(float) * (size_t)nvb * chunk), *target_logit = xmalloc(sizeof(float) * chunk);
+    double *blk_sum = xmalloc(sizeof(double) * (size_t)nvb * chunk), *row_lse = xmalloc(sizeof(double) * chunk);
+    float *dx_part = dx ? xmalloc_aligned(sizeof(float) * (size_t)G * chunk * C) : NULL;
+    LossSums sums = {0.0, 0.0, 0};
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int nc = N - n0 < chunk ? N - n0 : chunk;
+        const float *xc = xm + (size_t)n0 * C;
+        const int32_t *tg = targets + n0;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int b = 0; b < nvb; b++) {
+            const int v0 = b * VB, vn = V - v0 < VB ? V - v0 : VB;
+            float *L = scratch + v0;   // (nc, vn) at row stride V
+            // logits block (nc, vn) = x chunk (nc, C) @ W[v0 : v0+vn]^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nc, vn, C, 1.0f, xc, C, Wm + (size_t)v0 * C, C,
+                        0.0f, L, V);
+            for (int r = 0; r < nc; r++) {
+                float *lg = L + (size_t)r * V;
+                const int t = tg[r];
+                if (logits_out) memcpy(logits_out + (size_t)(n0 + r) * V + v0, lg, sizeof(float) * vn);
+                if (t >= v0 && t < v0 + vn) target_logit[r] = lg[t - v0];
+                float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-        for (int v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-        float target_logit = t >= 0 ? lg[t] : 0.0f;
-        // Sum in fp32 vector lanes over blocks of 256, then in double across blocks: the
-        // inner loop vectorizes (a double accumulator would not), and a lane sums at
-        // most 16 terms, so the total keeps double-like accuracy.
-        double sum = 0.0;
-        for (int v0 = 0; v0 < V; v0 += 256) {
-            const int v1 = v0 + 256 < V ? v0 + 256 : V;
-            float bs = 0.0f;
+                for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
+                // fp32 vector lanes over runs of 256, double across them: the inner loop
+                // vectorizes (vexp.h) and a lane sums at most 16 terms
+                double sum = 0.0;
+                for (int c0 = 0; c0 < vn; c0 += 256) {
+                    const int c1 = c0 + 256 < vn ? c0 + 256 : vn;
+                    float bs = 0.0f;
 #pragma omp simd reduction(+ : bs)
-            for (int v = v0; v < v1; v++) {
-                float e = vexpf(lg[v] - mx);
-                lg[v] = e;
-                bs += e;
+                    for (int v = c0; v < c1; v++) {
+                        const float e = vexpf(lg[v] - mx);
+                        lg[v] = e;
+                        bs += e;
+                    }
+                    sum += bs;
+                }
+                blk_max[(size_t)b * chunk + r] = mx;
+                blk_sum[(size_t)b * chunk + r] = sum;
             }
-            sum += bs;
         }
-        double lse = mx + log(sum);
-        if (t < 0) {
-            row_ce[r] = row_z[r] = 0.0;
-            if (tok_ce) tok_ce[r] = 0.0f;
-            if (grad) memset(lg, 0, sizeof(float) * V);
-            continue;
+        for (int r = 0; r < nc; r++) {
+            float m = -INFINITY;
+            for (int b = 0; b < nvb; b++) m = blk_max[(size_t)b * chunk + r] > m ? blk_max[(size_t)b * chunk + r] : m;
+            double s = 0.0;
+            for (int b = 0; b < nvb; b++) s += blk_sum[(size_t)b * chunk + r] * exp((double)blk_max[(size_t)b * chunk + r] - m);
+            row_lse[r] = m + log(s);
+            const double ce = tg[r] >= 0 ? row_lse[r] - target_logit[r] : 0.0;
+            if (tok_ce) tok_ce[n0 + r] = (float)ce;
+            if (tg[r] < 0) continue;
+            sums.ce_sum += ce;
+            sums.z_sum += row_lse[r] * row_lse[r];
+            sums.n_valid++;
         }
-        row_ce[r] = lse - target_logit;
-        row_z[r] = lse * lse;
-        if (tok_ce) tok_ce[r] = (float)row_ce[r];
-        if (grad) {
-            // softmax * (1 + 2 z lse) - onehot, scaled by 1/count
-            float a = (float)((1.0 + 2.0 * z_coef * lse) * inv_count / sum);
+        if (!dx) continue;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int g = 0; g < G; g++) {
+            float *dxg = dx_part + (size_t)g * chunk * C;
+            const int bg0 = g * nvb / G, bg1 = (g + 1) * nvb / G;
+            for (int b = bg0; b < bg1; b++) {
+                const int v0 = b * VB, vn = V - v0 < VB ? V - v0 : VB;
+                float *L = scratch + v0;
+                for (int r = 0; r < nc; r++) {
+                    float *lg = L + (size_t)r * V;
+                    const int t = tg[r];
+                    if (t < 0) {
+                        memset(lg, 0, sizeof(float) * vn);
+                        if (bf16_lmhead_dl_out) memset(bf16_lmhead_dl_out + (size_t)(n0 + r) * V + v0, 0, sizeof(float) * vn);
+                        continue;
+                    }
+                    // softmax * (1 + 2 z lse) - onehot, scaled by 1/count
+                    const float a = (float)(exp((double)blk_max[(size_t)b * chunk + r] - row_lse[r]) *
+                                            (1.0 + 2.0 * z_coef * row_lse[r]) * inv_count);
 #pragma omp simd
-            for (int v = 0; v < V; v++) lg[v] *= a;
-            lg[t] -= inv_count;
+                    for (int v = 0; v < vn; v++) lg[v] *= a;
+                    if (t >= v0 && t < v0 + vn) lg[t - v0] -= inv_count;
+                    if (bf16_lmhead_dl_out) memcpy(bf16_lmhead_dl_out + (size_t)(n0 + r) * V + v0, lg, sizeof(float) * vn);
+                    // bf16 emulated: dlogits are a matmul operand, rounded as matmul_* would
+                    if (bf16)
+                        for (int v = 0; v < vn; v++) lg[v] = bf16_to_float(bf16_round(lg[v]));
+                }
+                // dx partial (nc, C) (+)= dl (nc, vn) @ W[v0 : v0+vn]; dW[v0 : v0+vn] (+)= dl^T @ x chunk
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nc, C, vn, 1.0f, L, V, Wm + (size_t)v0 * C, C,
+                            b > bg0 ? 1.0f : 0.0f, dxg, C);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vn, C, nc, 1.0f, L, V, xc, C,
+                            n0 > 0 ? 1.0f : 0.0f, dW + (size_t)v0 * C, C);
+            }
+        }
+        float *dxc = dx + (size_t)n0 * C;
+        const size_t nC = (size_t)nc * C, stride = (size_t)chunk * C;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < nC; i++) {
+            float acc = dx_part[i];
+            for (int g = 1; g < G; g++) acc += dx_part[(size_t)g * stride + i];
+            dxc[i] = acc;
         }
     }
-}
-
-static void add_rows(LossSums *sums, const int32_t *targets, int nc, const double *row_ce, const double *row_z) {
-    for (int r = 0; r < nc; r++) {
-        if (targets[r] < 0) continue;
-        sums->ce_sum += row_ce[r];
-        sums->z_sum += row_z[r];
-        sums->n_valid++;
-    }
+    free(blk_max), free(target_logit), free(blk_sum), free(row_lse), free(dx_part);
+    return sums;
 }
 
 // The bf16 path on AMX. W is packed once per call in both layouts it is used in; each
@@ -134,7 +202,7 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
                 for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
-                double sum = 0.0;  // fp32 lanes over 256, double across (as loss_rows)
+                double sum = 0.0;  // fp32 lanes over 256, double across (as lmhead_blocked)
                 for (int b0 = 0; b0 < vn; b0 += 256) {
                     const int b1 = b0 + 256 < vn ? b0 + 256 : vn;
                     float bs = 0.0f;
@@ -238,21 +306,5 @@ LossSums lmhead_loss_forward_backward(float *dx, float *dW, const float *x, cons
         xm = bf16_rounded_copy(ws, 2, x, (size_t)N * C);
         Wm = bf16_rounded_copy(ws, 3, W, (size_t)V * C);
     }
-    LossSums sums = {0.0, 0.0, 0};
-    double row_ce[chunk], row_z[chunk];
-    for (int n0 = 0; n0 < N; n0 += chunk) {
-        int nc = N - n0 < chunk ? N - n0 : chunk;
-        float *logits = scratch;                        // (nc, V)
-        matmul_forward(logits, xm + (size_t)n0 * C, Wm, nc, C, V, PRECISION_FP32, NULL);
-        if (logits_out) memcpy(logits_out + (size_t)n0 * V, logits, sizeof(float) * (size_t)nc * V);
-        loss_rows(logits, nc, V, targets + n0, dx != NULL, z_coef, inv_count, row_ce, row_z,
-                  tok_ce ? tok_ce + n0 : NULL);
-        add_rows(&sums, targets + n0, nc, row_ce, row_z);
-        if (dx) {
-            // dx chunk (nc, C) = dlogits @ W; dW (V, C) (+)= dlogits^T @ x chunk, chunks in order
-            const float *dl = bf16 ? bf16_rounded_copy(ws, 4, logits, (size_t)nc * V) : logits;
-            matmul_backward(dx + (size_t)n0 * C, dW, dl, xm + (size_t)n0 * C, Wm, nc, C, V, 0, n0 > 0, PRECISION_FP32, NULL);
-        }
-    }
-    return sums;
+    return lmhead_blocked(dx, dW, xm, Wm, targets, N, C, V, z_coef, inv_count, scratch, chunk, logits_out, tok_ce, bf16);
 }

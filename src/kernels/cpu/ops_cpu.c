@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/ops.h"
 #include "util/common.h"
 
@@ -205,7 +206,9 @@ static LossSums cpu_lmhead_loss(OpsBackend *be, void *dx, float *dW, int acc_dW,
                                 float *logits_host, float *tok_ce_host) {
     need_f32("lmhead_loss", t);
     CpuOps *c = impl(be);
-    if (c->lm_floats < (size_t)CPU_LM_CHUNK * V) {
+    // the packed bf16 path keeps its logits in per-thread blocks (lmhead.c): no scratch
+    const int needs_scratch = !(be->prec == PRECISION_BF16 && bf16_packed());
+    if (needs_scratch && c->lm_floats < (size_t)CPU_LM_CHUNK * V) {
         free(c->lm_scratch);
         c->lm_floats = (size_t)CPU_LM_CHUNK * V;
         c->lm_scratch = xmalloc_aligned(sizeof(float) * c->lm_floats);
