@@ -155,5 +155,10 @@ void add_inplace(float *acc, const float *x, size_t n);   // acc += x
 // p -= lr * (m / bc1) / (sqrt(v / bc2) + eps), bc = 1 - beta^step. g already clipped.
 void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float lr, float beta1,
                   float beta2, float eps, float wd, int step);
+// adamw_update with the gradient clip folded in: g * clip in place of g when clip < 1, bit
+// for bit scale_inplace(g, clip) then adamw_update, without the pass that writes g back
+// (g keeps its values).
+void adamw_update_clipped(float *p, float *m, float *v, const float *g, size_t n, float clip, float lr, float beta1,
+                          float beta2, float eps, float wd, int step);
 
 #endif

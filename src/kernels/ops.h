@@ -147,10 +147,10 @@ typedef struct {
     // adamw_update; wcopy (NULL = none): the updated p rounded to type wt.
     void (*adamw)(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt, size_t n,
                   float lr, float beta1, float beta2, float eps, float wd, int step);
-    // adamw over the spans of one flat range at once (the CUDA backend: one launch for all
-    // the tensors), each span's gradient read times clip when clip < 1: bit for bit
-    // scale(g, clip) then adamw span by span, without the pass that writes g back (g keeps
-    // its unclipped values). NULL (the CPU): the caller does exactly that instead.
+    // adamw over the spans of one flat range at once (CUDA: one launch for all the tensors),
+    // each span's gradient read times clip when clip < 1: bit for bit scale(g, clip) then
+    // adamw span by span, without the pass that writes g back (g keeps its unclipped
+    // values). NULL: the caller does exactly that instead (devstate.c).
     void (*adamw_spans)(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
                         const AdamWSpan *spans, int nspans, float clip, float lr, float beta1, float beta2, float eps,
                         int step);

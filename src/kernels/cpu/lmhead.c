@@ -33,6 +33,29 @@
 #define LM_VBLOCK 1024   // vocab block: (512 tokens, 1024) fp32 logits = 2 MiB, about L2
 #define LM_GROUPS 6      // dx partials: divides evenly over 1, 2, 3 and 6 threads
 
+// One row of a logits block: its max, and the sum of exp(logit - max) in fp32 vector lanes
+// over runs of 256, double across runs (the inner loop vectorizes with vexp.h and a lane
+// sums at most 16 terms). keep_exp: the exps replace the logits in place.
+static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
+    double sum = 0.0;
+    for (int c0 = 0; c0 < vn; c0 += 256) {
+        const int c1 = c0 + 256 < vn ? c0 + 256 : vn;
+        float bs = 0.0f;
+#pragma omp simd reduction(+ : bs)
+        for (int v = c0; v < c1; v++) {
+            const float e = vexpf(lg[v] - mx);
+            if (keep_exp) lg[v] = e;
+            bs += e;
+        }
+        sum += bs;
+    }
+    *max_out = mx;
+    *sum_out = sum;
+}
+
 static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const float *Wm, const int32_t *targets,
                                int N, int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
                                float *logits_out, float *tok_ce, int bf16) {
@@ -57,25 +80,7 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
                 const int t = tg[r];
                 if (logits_out) memcpy(logits_out + (size_t)(n0 + r) * V + v0, lg, sizeof(float) * vn);
                 if (t >= v0 && t < v0 + vn) target_logit[r] = lg[t - v0];
-                float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
-                // fp32 vector lanes over runs of 256, double across them: the inner loop
-                // vectorizes (vexp.h) and a lane sums at most 16 terms
-                double sum = 0.0;
-                for (int c0 = 0; c0 < vn; c0 += 256) {
-                    const int c1 = c0 + 256 < vn ? c0 + 256 : vn;
-                    float bs = 0.0f;
-#pragma omp simd reduction(+ : bs)
-                    for (int v = c0; v < c1; v++) {
-                        const float e = vexpf(lg[v] - mx);
-                        lg[v] = e;
-                        bs += e;
-                    }
-                    sum += bs;
-                }
-                blk_max[(size_t)b * chunk + r] = mx;
-                blk_sum[(size_t)b * chunk + r] = sum;
+                block_row_stats(lg, vn, 1, &blk_max[(size_t)b * chunk + r], &blk_sum[(size_t)b * chunk + r]);
             }
         }
         for (int r = 0; r < nc; r++) {
@@ -196,22 +201,10 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
             const int nc = N - n0 < chunk ? N - n0 : chunk;
             LOGITS_BLOCK();
             for (int r = 0; r < nc; r++) {
-                const float *lg = L + (size_t)r * VB;
+                float *lg = L + (size_t)r * VB;
                 const int n = n0 + r, t = targets[n];
                 if (logits_out) memcpy(logits_out + (size_t)n * V + v0, lg, sizeof(float) * vn);
-                float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
-                double sum = 0.0;  // fp32 lanes over 256, double across (as lmhead_blocked)
-                for (int b0 = 0; b0 < vn; b0 += 256) {
-                    const int b1 = b0 + 256 < vn ? b0 + 256 : vn;
-                    float bs = 0.0f;
-#pragma omp simd reduction(+ : bs)
-                    for (int v = b0; v < b1; v++) bs += vexpf(lg[v] - mx);
-                    sum += bs;
-                }
-                blk_max[(size_t)b * N + n] = mx;
-                blk_sum[(size_t)b * N + n] = sum;
+                block_row_stats(lg, vn, 0, &blk_max[(size_t)b * N + n], &blk_sum[(size_t)b * N + n]);
                 if (t >= v0 && t < v0 + vn) target_logit[n] = lg[t - v0];
             }
         }

@@ -176,6 +176,15 @@ static void p_adamw(OpsBackend *be, float *p, float *m, float *v, const float *g
     add(F_OPTIM, t0, 28.0 * n + (wcopy ? (double)dtype_size(wt) * n : 0));   // read p m v g, write p m v
 }
 
+static void p_adamw_spans(OpsBackend *be, float *p, float *m, float *v, const float *g, void *wcopy, DType wt,
+                          const AdamWSpan *spans, int nspans, float clip, float lr, float beta1, float beta2,
+                          float eps, int step) {
+    double t0 = now_seconds(), n = 0;
+    P.orig->adamw_spans(be, p, m, v, g, wcopy, wt, spans, nspans, clip, lr, beta1, beta2, eps, step);
+    for (int s = 0; s < nspans; s++) n += (double)spans[s].n;
+    add(F_OPTIM, t0, 28.0 * n + (wcopy ? (double)dtype_size(wt) * n : 0));   // as p_adamw: the clip is in the read of g
+}
+
 static void p_cast(OpsBackend *be, void *dst, DType t, const float *src, size_t n) {
     double t0 = now_seconds();
     P.orig->cast(be, dst, t, src, n);
@@ -208,6 +217,7 @@ void ops_profile_attach(OpsBackend *be, const ProfileShapes *shapes) {
     o->swiglu_forward = p_swiglu_forward, o->swiglu_backward = p_swiglu_backward;
     o->embedding_forward = p_embedding_forward, o->embedding_backward = p_embedding_backward;
     o->sumsq = p_sumsq, o->scale = p_scale, o->adamw = p_adamw;
+    if (o->adamw_spans) o->adamw_spans = p_adamw_spans;
     o->cast = p_cast, o->zero = p_zero, o->copy_cols = p_copy_cols;
     be->ops = o;
 }

@@ -5,6 +5,19 @@
 #include "kernels/kernels.h"
 
 
+// Sum of squares of one run in double: eight running sums, element i into lane i % 8,
+// added pairwise in lane order. The order is the source's, not the compiler's, so the loop
+// vectorizes (a single double accumulator is a chain of dependent adds, ~5x slower) and
+// the result is the same on every CPU and vector width.
+static double sumsq_run(const float *x, size_t n) {
+    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) l[j] += (double)x[i + j] * x[i + j];
+    for (int j = 0; i < n; i++, j++) l[j] += (double)x[i] * x[i];
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 double sumsq(const float *x, size_t n) {
     size_t nchunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double total = 0.0;
@@ -15,9 +28,7 @@ double sumsq(const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
         for (size_t c = 0; c < cnt; c++) {
             size_t lo = (base + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-            double s = 0.0;
-            for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
-            partial[c] = s;
+            partial[c] = sumsq_run(x + lo, hi - lo);
         }
         for (size_t c = 0; c < cnt; c++) total += partial[c];
     }
@@ -34,8 +45,9 @@ void add_inplace(float *acc, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
-void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float lr, float beta1,
-                  float beta2, float eps, float wd, int step) {
+// g scaled by clip (the float product scale_inplace would store) when clipping, else g.
+static inline void adamw_body(float *p, float *m, float *v, const float *g, size_t n, float clip, int clipping,
+                              float lr, float beta1, float beta2, float eps, float wd, int step) {
     // Same operation order as torch.optim.AdamW (single-tensor path, torch 1.13).
     double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
     float step_size = (float)(lr / bc1);
@@ -43,11 +55,22 @@ void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float 
     float decay = 1.0f - lr * wd;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
+        float gi = clipping ? g[i] * clip : g[i];
         p[i] *= decay;
         m[i] = m[i] * beta1 + gi * (1.0f - beta1);
         v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
         float denom = sqrtf(v[i]) / bc2_sqrt + eps;
         p[i] = p[i] - step_size * (m[i] / denom);
     }
+}
+
+void adamw_update(float *p, float *m, float *v, const float *g, size_t n, float lr, float beta1,
+                  float beta2, float eps, float wd, int step) {
+    adamw_body(p, m, v, g, n, 1.0f, 0, lr, beta1, beta2, eps, wd, step);
+}
+
+void adamw_update_clipped(float *p, float *m, float *v, const float *g, size_t n, float clip, float lr, float beta1,
+                          float beta2, float eps, float wd, int step) {
+    if (clip < 1.0f) adamw_body(p, m, v, g, n, clip, 1, lr, beta1, beta2, eps, wd, step);
+    else adamw_body(p, m, v, g, n, 1.0f, 0, lr, beta1, beta2, eps, wd, step);
 }
