@@ -36,10 +36,28 @@
 // One row of a logits block: its max, and the sum of exp(logit - max) in fp32 vector lanes
 // over runs of 256, double across runs (the inner loop vectorizes with vexp.h and a lane
 // sums at most 16 terms). keep_exp: the exps replace the logits in place.
-static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
+// The elementwise passes and the max (exact in any order) run in 512-bit vectors where the
+// CPU has them (GCC's default for these CPUs is 256): no bit depends on the width. The sums
+// of exp keep the default width, whose lane split fixes their order.
+#define WIDE_VECTORS __attribute__((target("prefer-vector-width=512"), noinline))
+WIDE_VECTORS static float row_max(const float *lg, int vn) {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
     for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
+    return mx;
+}
+// lg = exp(lg - lse) * a: a row of dlogits but for the target's -1/count
+WIDE_VECTORS static void row_softmax_scaled(float *lg, int vn, float lse, float a) {
+#pragma omp simd
+    for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
+}
+WIDE_VECTORS static void row_scale(float *lg, int vn, float a) {
+#pragma omp simd
+    for (int v = 0; v < vn; v++) lg[v] *= a;
+}
+
+static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
+    const float mx = row_max(lg, vn);
     double sum = 0.0;
     for (int c0 = 0; c0 < vn; c0 += 256) {
         const int c1 = c0 + 256 < vn ? c0 + 256 : vn;
@@ -115,8 +133,7 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
                     // softmax * (1 + 2 z lse) - onehot, scaled by 1/count
                     const float a = (float)(exp((double)blk_max[(size_t)b * chunk + r] - row_lse[r]) *
                                             (1.0 + 2.0 * z_coef * row_lse[r]) * inv_count);
-#pragma omp simd
-                    for (int v = 0; v < vn; v++) lg[v] *= a;
+                    row_scale(lg, vn, a);
                     if (t >= v0 && t < v0 + vn) lg[t - v0] -= inv_count;
                     if (bf16_lmhead_dl_out) memcpy(bf16_lmhead_dl_out + (size_t)(n0 + r) * V + v0, lg, sizeof(float) * vn);
                     // bf16 emulated: dlogits are a matmul operand, rounded as matmul_* would
@@ -257,8 +274,7 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
                     } else {
                         const float lse = (float)row_lse[n];
                         const float a = (float)((1.0 + 2.0 * z_coef * row_lse[n]) * inv_count);
-#pragma omp simd
-                        for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
+                        row_softmax_scaled(lg, vn, lse, a);
                         if (t >= v0 && t < v0 + vn) lg[t - v0] -= inv_count;
                     }
                     if (bf16_lmhead_dl_out) memcpy(bf16_lmhead_dl_out + (size_t)n * V + v0, lg, sizeof(float) * vn);
