@@ -33,12 +33,11 @@
 #define LM_VBLOCK 1024   // vocab block: (512 tokens, 1024) fp32 logits = 2 MiB, about L2
 #define LM_GROUPS 6      // dx partials: divides evenly over 1, 2, 3 and 6 threads
 
-// One row of a logits block: its max, and the sum of exp(logit - max) in fp32 vector lanes
-// over runs of 256, double across runs (the inner loop vectorizes with vexp.h and a lane
-// sums at most 16 terms). keep_exp: the exps replace the logits in place.
-// The elementwise passes and the max (exact in any order) run in 512-bit vectors where the
-// CPU has them (GCC's default for these CPUs is 256): no bit depends on the width. The sums
-// of exp keep the default width, whose lane split fixes their order.
+// One row of a logits block: its max, and the sum of exp(logit - max) in 8 fp32 lanes over
+// runs of 256 (vexp.h's sum_lanes8: a lane sums at most 32 terms), double across runs.
+// keep_exp: the exps replace the logits in place. The elementwise passes and the max (exact
+// in any order) run in 512-bit vectors where the CPU has them (GCC's default for these CPUs
+// is 256): no bit depends on the width.
 #define WIDE_VECTORS __attribute__((target("prefer-vector-width=512"), noinline))
 WIDE_VECTORS static float row_max(const float *lg, int vn) {
     float mx = -INFINITY;
@@ -59,16 +58,12 @@ WIDE_VECTORS static void row_scale(float *lg, int vn, float a) {
 static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
     const float mx = row_max(lg, vn);
     double sum = 0.0;
+    float e[256];
     for (int c0 = 0; c0 < vn; c0 += 256) {
-        const int c1 = c0 + 256 < vn ? c0 + 256 : vn;
-        float bs = 0.0f;
-#pragma omp simd reduction(+ : bs)
-        for (int v = c0; v < c1; v++) {
-            const float e = vexpf(lg[v] - mx);
-            if (keep_exp) lg[v] = e;
-            bs += e;
-        }
-        sum += bs;
+        const int n = vn - c0 < 256 ? vn - c0 : 256;
+        float *ec = keep_exp ? lg + c0 : e;
+        vexpf_shifted(ec, lg + c0, n, mx);
+        sum += sum_lanes8(ec, n);
     }
     *max_out = mx;
     *sum_out = sum;
