@@ -207,6 +207,42 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
 // public forms pass NH*D and NKV*D; context parallelism passes a head group's). gemv: a
 // single query row against cached keys may use sgemv (the KV path; not context
 // parallelism, whose query blocks must be the sgemm blocks of the whole sequence; nor bf16).
+// Row passes in 512-bit vectors where the CPU has them (GCC's default on these CPUs is 256):
+// elementwise, or a max (exact in any order), so no bit depends on the width. The softmax's
+// sum keeps its omp simd reduction, whose order the default width fixes.
+VEXP_WIDE static float row_max(const float *row, int n) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+    return mx;
+}
+VEXP_WIDE static void row_scale(float *row, int n, float a) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) row[c] *= a;
+}
+// Di[i] = sum over c of p[i][c] * dp[i][c] for nr <= 8 rows of length n: each row's sum
+// in its serial order (bitwise a one-row loop), the rows' chains side by side so that they
+// overlap instead of waiting on one another's adds.
+static void rowsums_serial(float Di[8], const float *p, const float *dp, int nr, int n) {
+    if (nr < 8) {
+        for (int i = 0; i < nr; i++) {
+            float s = 0.0f;
+            for (int c = 0; c < n; c++) s += p[(size_t)i * n + c] * dp[(size_t)i * n + c];
+            Di[i] = s;
+        }
+        return;
+    }
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c = 0; c < n; c++)
+        for (int i = 0; i < 8; i++) s[i] += p[(size_t)i * n + c] * dp[(size_t)i * n + c];
+    for (int i = 0; i < 8; i++) Di[i] = s[i];
+}
+// dS = P * (dP - Di) * scale, in place of dP
+VEXP_WIDE static void row_dsoftmax(float *dp, const float *p, int n, float Di, float scale) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) dp[c] = p[c] * (dp[c] - Di) * scale;
+}
+
 static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int p0,
                      int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, int gemv_ok,
                      Precision p) {
@@ -257,9 +293,7 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     }
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
-                        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                        for (int c = 0; c < nk; c++) mx = row[c] > mx ? row[c] : mx;
+                        const float mx = row_max(row, nk);
                         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
                         for (int c = 0; c < nk; c++) {
@@ -267,9 +301,7 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                             row[c] = e;
                             sum += e;
                         }
-                        float inv = 1.0f / sum;
-#pragma omp simd
-                        for (int c = 0; c < nk; c++) row[c] *= inv;
+                        row_scale(row, nk, 1.0f / sum);
                         lse_b[r] = mx + logf(sum);
                     }
                     if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
@@ -342,23 +374,22 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                         for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
                             float l = lse[((size_t)b * NH + h) * T + i0 - p0 + r];
                             float *row = P + (size_t)r * nk;
-#pragma omp simd
-                            for (int c = 0; c < nk; c++) row[c] = vexpf(row[c] - l);
+                            vexpf_shifted(row, row, nk, l);
                         }
                         // dP (nq, nk) = dO V^T
                         if (pre) gemm_prepacked(&w, 0, nq, nk, D, dOb, ldq, slice_t(&pk, pk.vt, kvi, lo), pk.kbt_d, 0, dP, nk);
                         else gemm_att(&w, 0, 1, nq, nk, D, dOb, ldq, Vb, ldk, 0, dP, nk);
-                        for (int r = 0; r < nq; r++) {   // dS = P * (dP - rowsum(P * dP)) * scale
-                            // rowsum(P * dP) equals rowsum(dO * O) (O = P V); taken from the
-                            // same dP values it makes each row of dS sum to zero up to the
-                            // rounding of sum(P), so a row that sees one key (P = 1: a window
-                            // of 1, a one-token document) gets dS = 0 exactly, whatever
-                            // order the BLAS summed dP in.
-                            float *pr = P + (size_t)r * nk, *dpr = dP + (size_t)r * nk;
-                            float Di = 0.0f;
-                            for (int c = 0; c < nk; c++) Di += pr[c] * dpr[c];
-#pragma omp simd
-                            for (int c = 0; c < nk; c++) dpr[c] = pr[c] * (dpr[c] - Di) * scale;
+                        // dS = P * (dP - rowsum(P * dP)) * scale. rowsum(P * dP) equals
+                        // rowsum(dO * O) (O = P V); taken from the same dP values it makes
+                        // each row of dS sum to zero up to the rounding of sum(P), so a row
+                        // that sees one key (P = 1: a window of 1, a one-token document)
+                        // gets dS = 0 exactly, whatever order the BLAS summed dP in.
+                        for (int r = 0; r < nq; r += 8) {
+                            float Di[8];
+                            const int nr = nq - r < 8 ? nq - r : 8;
+                            rowsums_serial(Di, P + (size_t)r * nk, dP + (size_t)r * nk, nr, nk);
+                            for (int i = 0; i < nr; i++)
+                                row_dsoftmax(dP + (size_t)(r + i) * nk, P + (size_t)(r + i) * nk, nk, Di[i], scale);
                         }
                         // dQ = dS K; dK += dS^T Q; dV += P^T dO
                         if (pre) gemm_prepacked(&w, 0, nq, D, nk, dP, nk, slice_k(&pk, pk.k, kvi, lo), pk.kbt_t, 0, dq + qoff, ldq);
