@@ -194,32 +194,10 @@ static void scores(AttBf16 *w, float *S, const float *Qb, int ldq, const float *
     mask_scores(S, nq, nk, i0, lo, wlen, ds);
 }
 
-// The training forward is the KV forward with no cached positions before the queries.
-void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p) {
-    attention_forward_kv(out, lse, q, k, v, B, T, 0, NH, NKV, D, window, doc_start, p);
-}
+// The softmax rows' passes: the elementwise ones and the max in 512-bit vectors where the CPU
+// has them (vexp.h's VEXP_WIDE: no bit depends on the width); the forward's sum keeps its
+// omp simd reduction, whose order the default width fixes.
 
-// Query blocks are cut at p0, p0+QB, ..., and positions below (query index i0, key index lo)
-// are absolute; only q, out and lse are indexed relative to p0. At p0 = 0 every index,
-// block and sgemm is the one the training forward always had, so its results are bitwise
-// those of before the KV path was added. ldq, ldk: the row strides of q/out and k/v (the
-// public forms pass NH*D and NKV*D; context parallelism passes a head group's). gemv: a
-// single query row against cached keys may use sgemv (the KV path; not context
-// parallelism, whose query blocks must be the sgemm blocks of the whole sequence; nor bf16).
-// Row passes in 512-bit vectors where the CPU has them (GCC's default on these CPUs is 256):
-// elementwise, or a max (exact in any order), so no bit depends on the width. The softmax's
-// sum keeps its omp simd reduction, whose order the default width fixes.
-VEXP_WIDE static float row_max(const float *row, int n) {
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
-    return mx;
-}
-VEXP_WIDE static void row_scale(float *row, int n, float a) {
-#pragma omp simd
-    for (int c = 0; c < n; c++) row[c] *= a;
-}
 // Di[i] = sum over c of p[i][c] * dp[i][c] for nr <= 8 rows of length n: each row's sum
 // in its serial order (bitwise a one-row loop), the rows' chains side by side so that they
 // overlap instead of waiting on one another's adds.
@@ -243,6 +221,19 @@ VEXP_WIDE static void row_dsoftmax(float *dp, const float *p, int n, float Di, f
     for (int c = 0; c < n; c++) dp[c] = p[c] * (dp[c] - Di) * scale;
 }
 
+// The training forward is the KV forward with no cached positions before the queries.
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                       int B, int T, int NH, int NKV, int D, int window, const int32_t *doc_start, Precision p) {
+    attention_forward_kv(out, lse, q, k, v, B, T, 0, NH, NKV, D, window, doc_start, p);
+}
+
+// Query blocks are cut at p0, p0+QB, ..., and positions below (query index i0, key index lo)
+// are absolute; only q, out and lse are indexed relative to p0. At p0 = 0 every index,
+// block and sgemm is the one the training forward always had, so its results are bitwise
+// those of before the KV path was added. ldq, ldk: the row strides of q/out and k/v (the
+// public forms pass NH*D and NKV*D; context parallelism passes a head group's). gemv: a
+// single query row against cached keys may use sgemv (the KV path; not context
+// parallelism, whose query blocks must be the sgemm blocks of the whole sequence; nor bf16).
 static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int p0,
                      int NH, int NKV, int D, int ldq, int ldk, int window, const int32_t *doc_start, int gemv_ok,
                      Precision p) {

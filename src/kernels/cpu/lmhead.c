@@ -36,23 +36,12 @@
 // One row of a logits block: its max, and the sum of exp(logit - max) in 8 fp32 lanes over
 // runs of 256 (vexp.h's sum_lanes8: a lane sums at most 32 terms), double across runs.
 // keep_exp: the exps replace the logits in place. The elementwise passes and the max (exact
-// in any order) run in 512-bit vectors where the CPU has them (GCC's default for these CPUs
-// is 256): no bit depends on the width.
-#define WIDE_VECTORS __attribute__((target("prefer-vector-width=512"), noinline))
-WIDE_VECTORS static float row_max(const float *lg, int vn) {
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int v = 0; v < vn; v++) mx = lg[v] > mx ? lg[v] : mx;
-    return mx;
-}
+// in any order) run in 512-bit vectors where the CPU has them (vexp.h's VEXP_WIDE; GCC's
+// default for these CPUs is 256): no bit depends on the width.
 // lg = exp(lg - lse) * a: a row of dlogits but for the target's -1/count
-WIDE_VECTORS static void row_softmax_scaled(float *lg, int vn, float lse, float a) {
+VEXP_WIDE static void row_softmax_scaled(float *lg, int vn, float lse, float a) {
 #pragma omp simd
     for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
-}
-WIDE_VECTORS static void row_scale(float *lg, int vn, float a) {
-#pragma omp simd
-    for (int v = 0; v < vn; v++) lg[v] *= a;
 }
 
 static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {

@@ -63,13 +63,24 @@ static inline float vexpf_glibc(float x) {
     return x != x ? x : res;
 }
 
-// The exp passes of a softmax in 512-bit vectors where the CPU has them (GCC's default on
-// these CPUs is 256 bits; elementwise, so no bit depends on the width):
+// A softmax's row passes in 512-bit vectors where the CPU has them (GCC's default on these
+// CPUs is 256 bits; elementwise or a max, so no bit depends on the width):
 // e[v] = vexpf(x[v] - m) for v < n (e may be x).
 #define VEXP_WIDE __attribute__((target("prefer-vector-width=512"), noinline, unused))
 VEXP_WIDE static void vexpf_shifted(float *e, const float *x, int n, float m) {
 #pragma omp simd
     for (int v = 0; v < n; v++) e[v] = vexpf(x[v] - m);
+}
+// max of x[0, n) (exact in any order); x[v] *= a
+VEXP_WIDE static float row_max(const float *x, int n) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int v = 0; v < n; v++) mx = x[v] > mx ? x[v] : mx;
+    return mx;
+}
+VEXP_WIDE static void row_scale(float *x, int n, float a) {
+#pragma omp simd
+    for (int v = 0; v < n; v++) x[v] *= a;
 }
 // sum of e[0, n) in 8 fp32 lanes: lane j adds e[j], e[j + 8], ... in order from 0, the
 // lanes then added in order, s = ((0 + l0) + l1) + ... + l7. For n a multiple of 8 this is
