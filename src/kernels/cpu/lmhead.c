@@ -58,6 +58,16 @@ static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_o
     *sum_out = sum;
 }
 
+// A token's log-sum-exp from its nvb vocab blocks' (max, sum of exp(logit - max)) pairs,
+// found at max[b * stride], sum[b * stride], merged in block order.
+static double merged_lse(const float *max, const double *sum, size_t stride, int nvb) {
+    float m = -INFINITY;
+    for (int b = 0; b < nvb; b++) m = max[(size_t)b * stride] > m ? max[(size_t)b * stride] : m;
+    double s = 0.0;
+    for (int b = 0; b < nvb; b++) s += sum[(size_t)b * stride] * exp((double)max[(size_t)b * stride] - m);
+    return m + log(s);
+}
+
 static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const float *Wm, const int32_t *targets,
                                int N, int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
                                float *logits_out, float *tok_ce, int bf16) {
@@ -86,11 +96,7 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
             }
         }
         for (int r = 0; r < nc; r++) {
-            float m = -INFINITY;
-            for (int b = 0; b < nvb; b++) m = blk_max[(size_t)b * chunk + r] > m ? blk_max[(size_t)b * chunk + r] : m;
-            double s = 0.0;
-            for (int b = 0; b < nvb; b++) s += blk_sum[(size_t)b * chunk + r] * exp((double)blk_max[(size_t)b * chunk + r] - m);
-            row_lse[r] = m + log(s);
+            row_lse[r] = merged_lse(blk_max + r, blk_sum + r, chunk, nvb);
             const double ce = tg[r] >= 0 ? row_lse[r] - target_logit[r] : 0.0;
             if (tok_ce) tok_ce[n0 + r] = (float)ce;
             if (tg[r] < 0) continue;
@@ -212,11 +218,7 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
     }
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float m = -INFINITY;
-        for (int b = 0; b < nvb; b++) m = blk_max[(size_t)b * N + n] > m ? blk_max[(size_t)b * N + n] : m;
-        double s = 0.0;
-        for (int b = 0; b < nvb; b++) s += blk_sum[(size_t)b * N + n] * exp((double)blk_max[(size_t)b * N + n] - m);
-        row_lse[n] = m + log(s);
+        row_lse[n] = merged_lse(blk_max + n, blk_sum + n, N, nvb);
     }
     LossSums sums = {0.0, 0.0, 0};
     for (int n = 0; n < N; n++) {
