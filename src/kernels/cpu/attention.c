@@ -194,10 +194,6 @@ static void scores(AttBf16 *w, float *S, const float *Qb, int ldq, const float *
     mask_scores(S, nq, nk, i0, lo, wlen, ds);
 }
 
-// The softmax rows' passes: the elementwise ones and the max in 512-bit vectors where the CPU
-// has them (vexp.h's VEXP_WIDE: no bit depends on the width); the forward's sum keeps its
-// omp simd reduction, whose order the default width fixes.
-
 // Di[i] = sum over c of p[i][c] * dp[i][c] for nr <= 8 rows of length n: each row's sum
 // in its serial order (bitwise a one-row loop), the rows' chains side by side so that they
 // overlap instead of waiting on one another's adds.
@@ -284,6 +280,10 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     }
                     for (int r = 0; r < nq; r++) {
                         float *row = S + (size_t)r * nk;
+                        // the max, the exps of the backward, dS and the normalization run
+                        // in 512-bit vectors (vexp.h's VEXP_WIDE: elementwise or a max, no bit
+                        // depends on the width); this sum keeps its omp simd reduction, whose
+                        // order the default width fixes
                         const float mx = row_max(row, nk);
                         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/vexp.h"
 #include "kernels/kernels.h"
 #include "util/common.h"
@@ -33,17 +34,17 @@
 #define LM_VBLOCK 1024   // vocab block: (512 tokens, 1024) fp32 logits = 2 MiB, about L2
 #define LM_GROUPS 6      // dx partials: divides evenly over 1, 2, 3 and 6 threads
 
-// One row of a logits block: its max, and the sum of exp(logit - max) in 8 fp32 lanes over
-// runs of 256 (vexp.h's sum_lanes8: a lane sums at most 32 terms), double across runs.
-// keep_exp: the exps replace the logits in place. The elementwise passes and the max (exact
-// in any order) run in 512-bit vectors where the CPU has them (vexp.h's VEXP_WIDE; GCC's
-// default for these CPUs is 256): no bit depends on the width.
-// lg = exp(lg - lse) * a: a row of dlogits but for the target's -1/count
+// lg = exp(lg - lse) * a: a row of dlogits but for the target's -1/count (512-bit vectors
+// where the CPU has them: vexp.h's VEXP_WIDE; elementwise, so no bit depends on the width)
 VEXP_WIDE static void row_softmax_scaled(float *lg, int vn, float lse, float a) {
 #pragma omp simd
     for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
 }
 
+// One row of a logits block: its max, and the sum of exp(logit - max) in 8 fp32 lanes over
+// runs of 256 (lanes.h's sum_lanes8: a lane sums at most 32 terms), double across runs.
+// keep_exp: the exps replace the logits in place. The max and the exps run in 512-bit
+// vectors where the CPU has them (vexp.h); the sum's order is written out.
 static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
     const float mx = row_max(lg, vn);
     double sum = 0.0;

@@ -1,22 +1,13 @@
 // norm.c: RMSNorm forward/backward (also used for QK-norm over a slice of fused QKV rows).
 // Row statistics accumulate in double so the fp32 result is as close to exact as fp32 allows,
-// in eight lanes (element c into lane c % 8, lanes added pairwise in order): the order is
-// the source's, so the loops vectorize and give the same bits at any vector width.
+// in lanes.h's eight lanes: the order is the source's, so the loops vectorize and give the
+// same bits at any vector width.
 #include <math.h>
 
 #include <omp.h>
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/kernels.h"
-
-// sum over c of (double)a[c] * b[c] in eight lanes; b == NULL: squares of a
-static inline double dot8(const float *a, const float *b, int n) {
-    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int c = 0;
-    for (; c + 8 <= n; c += 8)
-        for (int j = 0; j < 8; j++) l[j] += (double)a[c + j] * (b ? b[c + j] : a[c + j]);
-    for (int j = 0; c < n; c++, j++) l[j] += (double)a[c] * (b ? b[c] : a[c]);
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
                      int in_stride, int out_stride, float eps) {
@@ -39,12 +30,12 @@ void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *in
         const float *x = inp + (size_t)n * in_stride, *dy = dout + (size_t)n * dout_stride;
         float *dx = dinp + (size_t)n * din_stride;
         float r = rstd[n];
-        double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // dot8's lanes over (w dy) * xhat
+        double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // dot8's lanes (lanes.h) over (w dy) * xhat
         int c = 0;
         for (; c + 8 <= C; c += 8)
             for (int j = 0; j < 8; j++) l[j] += (double)(w[c + j] * dy[c + j]) * (x[c + j] * r);
         for (int j = 0; c < C; c++, j++) l[j] += (double)(w[c] * dy[c]) * (x[c] * r);
-        const double dot = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        const double dot = lanes8_total(l);
         float m = (float)(dot / C);
         for (c = 0; c < C; c++) dx[c] = r * (w[c] * dy[c] - (x[c] * r) * m);
     }

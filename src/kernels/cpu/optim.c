@@ -2,21 +2,9 @@
 // accumulation, and the AdamW update exactly as torch.optim.AdamW computes it.
 #include <math.h>
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/kernels.h"
 
-
-// Sum of squares of one run in double: eight running sums, element i into lane i % 8,
-// added pairwise in lane order. The order is the source's, not the compiler's, so the loop
-// vectorizes (a single double accumulator is a chain of dependent adds, ~5x slower) and
-// the result is the same on every CPU and vector width.
-static double sumsq_run(const float *x, size_t n) {
-    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) l[j] += (double)x[i + j] * x[i + j];
-    for (int j = 0; i < n; i++, j++) l[j] += (double)x[i] * x[i];
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
 
 double sumsq(const float *x, size_t n) {
     size_t nchunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
@@ -28,7 +16,7 @@ double sumsq(const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
         for (size_t c = 0; c < cnt; c++) {
             size_t lo = (base + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-            partial[c] = sumsq_run(x + lo, hi - lo);
+            partial[c] = dot8(x + lo, NULL, hi - lo);   // lanes.h: vectorizes, fixed order
         }
         for (size_t c = 0; c < cnt; c++) total += partial[c];
     }

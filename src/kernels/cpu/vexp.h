@@ -8,6 +8,7 @@
 #ifndef OLMO_VEXP_H
 #define OLMO_VEXP_H
 
+#include <math.h>
 #include <stdint.h>
 
 static inline float vexpf(float x) {
@@ -82,21 +83,4 @@ VEXP_WIDE static void row_scale(float *x, int n, float a) {
 #pragma omp simd
     for (int v = 0; v < n; v++) x[v] *= a;
 }
-// sum of e[0, n) in 8 fp32 lanes: lane j adds e[j], e[j + 8], ... in order from 0, the
-// lanes then added in order, s = ((0 + l0) + l1) + ... + l7. For n a multiple of 8 this is
-// the order GCC 12 gave `#pragma omp simd reduction(+ : s)` over floats at 256-bit vectors
-// (so every LM head run of a vocabulary padded to a multiple of 8 keeps its bits: checked
-// against the previous library on V = 5000 and 100352); written out, it no longer depends
-// on the compiler or the vector width.
-static inline float sum_lanes8(const float *e, int n) {
-    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) l[j] += e[i + j];
-    for (int j = 0; i < n; i++, j++) l[j] += e[i];
-    float s = 0.0f;
-    for (int j = 0; j < 8; j++) s += l[j];
-    return s;
-}
-
 #endif
