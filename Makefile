@@ -130,6 +130,7 @@ $(BUILD)/%.o: %.c
 # The AMX kernels need the AMX/AVX512-BF16 instruction sets whatever -march says; they
 # run only after a runtime CPUID check (src/kernels/cpu/bf16.c).
 $(BUILD)/src/kernels/cpu/bf16_amx.o: CFLAGS += -mavx512f -mavx512bw -mavx512bf16 -mamx-tile -mamx-bf16
+$(BUILD)/src/kernels/cpu/bf16_rows.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512bf16
 
 tests: $(TEST_BIN)
 

@@ -1,4 +1,5 @@
 // main.c: the `olmo` binary: dispatches to one subcommand per concern.
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,6 +78,12 @@ static int unknown_command(const char *name) {
 
 int main(int argc, char **argv) {
     blas_core_init(argv);
+    // Freed memory stays in the heap for the next call: the kernels' per-call scratch
+    // (attention's per-thread blocks and packed operands, a few MiB a call) would otherwise
+    // be mapped and unmapped on every call, and each fresh page faulted in and zeroed by the
+    // kernel (~10% of bf16 attention's time, docs/performance.md).
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

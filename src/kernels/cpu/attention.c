@@ -31,7 +31,8 @@
 #include "kernels/kernels.h"
 #include "util/common.h"
 
-#define QB 64
+#define QB_FP32 64   // fp32 (and bf16 emulated): the blocks every result of this path was measured with
+#define QB_BF16 128  // packed bf16: twice the k of the dK, dV products, half the accumulator round trips
 
 // A thread's bf16 operand scratch for blocks of at most QB queries against at most nk
 // keys, head dim D: packed tiles (native engines) or rounded fp32 copies (emulated).
@@ -42,7 +43,7 @@ typedef struct {
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-static void att_bf16_alloc(AttBf16 *w, Precision p, int nk, int D) {
+static void att_bf16_alloc(AttBf16 *w, Precision p, int QB, int nk, int D) {
     memset(w, 0, sizeof *w);
     if (p != PRECISION_BF16) return;
     if (bf16_packed()) {   // A: Q (QB, D), P or dS (QB, nk), dS^T or P^T (nk, QB); B: K^T (D, nk), V or K (nk, D), Q or dO (QB, D)
@@ -237,16 +238,16 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
     const int group = NH / NKV;
     const int Tk = p0 + T;   // keys per batch row
     const int wlen = window < Tk ? window : Tk;
+    const int pre = p == PRECISION_BF16 && bf16_packed(), QB = pre ? QB_BF16 : QB_FP32;
     const int nqb = (T + QB - 1) / QB;
     const int qrows = T < QB ? T : QB;   // a decode step (T = 1) needs one score row, not QB
-    const int pre = p == PRECISION_BF16 && bf16_packed();
     AttPacked pk = {0};
     if (pre) att_prepack(&pk, k, v, B, Tk, NKV, D, ldk, 0);
 #pragma omp parallel
     {
         float *S = xmalloc_aligned(sizeof(float) * qrows * (size_t)(qrows + wlen + 31));
         AttBf16 w;
-        att_bf16_alloc(&w, p, qrows + wlen + 31, D);
+        att_bf16_alloc(&w, p, QB, qrows + wlen + 31, D);
 #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
@@ -271,14 +272,20 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                     if (gemv) {
                         cblas_sgemv(CblasRowMajor, CblasNoTrans, nk, D, scale, Kb, ldk, Qb, 1, 0.0f, S, 1);
                         mask_scores(S, nq, nk, i0, lo, wlen, ds);
-                    } else if (pre) {
+                    } else if (pre) {   // the scale, mask and softmax in one AVX-512 row pass (bf16.h)
                         gemm_prepacked(&w, 0, nq, nk, D, Qb, ldq, slice_t(&pk, pk.kt, kvi, lo), pk.kbt_d, 0, S, nk);
-                        for (size_t e = 0; e < (size_t)nq * nk; e++) S[e] *= scale;
-                        mask_scores(S, nq, nk, i0, lo, wlen, ds);
+                        const int kk = bf16_ktiles(nk);   // P straight into the A tiles of O = P V
+                        for (int r = 0; r < nq; r++)
+                            lse_b[r] = bf16_att_softmax_row(S + (size_t)r * nk, nk, scale, first_key(i0 + r, wlen, ds) - lo,
+                                                            i0 + r - lo, w.pa + ((size_t)(r / 16) * kk) * BF16_TILE + (r % 16) * 32);
+                        if (nq % 16)   // the last tile row's rows past nq
+                            for (int t = 0; t < kk; t++)
+                                memset(w.pa + ((size_t)(nq / 16) * kk + t) * BF16_TILE + (nq % 16) * 32, 0,
+                                       sizeof(uint16_t) * 32 * (16 - nq % 16));
                     } else {
                         scores(&w, S, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
                     }
-                    for (int r = 0; r < nq; r++) {
+                    for (int r = 0; r < nq && !pre; r++) {
                         float *row = S + (size_t)r * nk;
                         // the max, the exps of the backward, dS and the normalization run
                         // in 512-bit vectors (vexp.h's VEXP_WIDE: elementwise or a max, no bit
@@ -296,7 +303,7 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                         lse_b[r] = mx + logf(sum);
                     }
                     if (gemv) cblas_sgemv(CblasRowMajor, CblasTrans, nk, D, 1.0f, Vb, ldk, S, 1, 0.0f, Ob, 1);
-                    else if (pre) gemm_prepacked(&w, 0, nq, D, nk, S, nk, slice_k(&pk, pk.v, kvi, lo), pk.kbt_t, 0, Ob, ldq);
+                    else if (pre) bf16_gemm(Ob, ldq, 0, w.pa, bf16_ktiles(nk), slice_k(&pk, pk.v, kvi, lo), pk.kbt_t, nq, D, nk, 0);
                     else gemm_att(&w, 0, 0, nq, D, nk, S, nk, Vb, ldk, 0, Ob, ldq);
                 }
         free(S);
@@ -325,8 +332,8 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
     const int group = NH / NKV;
     const int Tk = p0 + T;
     const int wlen = window < Tk ? window : Tk;
+    const int pre = p == PRECISION_BF16 && bf16_packed(), QB = pre ? QB_BF16 : QB_FP32;
     const int nqb = (T + QB - 1) / QB;
-    const int pre = p == PRECISION_BF16 && bf16_packed();
     AttPacked pk = {0};
     if (pre) att_prepack(&pk, k, v, B, Tk, NKV, D, ldk, 1);
 #pragma omp parallel
@@ -334,7 +341,18 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
         float *P = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen + 31));
         float *dP = xmalloc_aligned(sizeof(float) * QB * (size_t)(QB + wlen + 31));
         AttBf16 w;
-        att_bf16_alloc(&w, p, QB + wlen + 31, D);
+        att_bf16_alloc(&w, p, QB, QB + wlen + 31, D);
+        // pre: the block's packed operands of dQ, dK and dV (bf16_att_dsoftmax_pack writes
+        // dS, dS^T and P^T straight from its row pass), Q and dO as the B of dK and dV
+        const int nkmax = QB + wlen + 31, kq = bf16_ktiles(QB);
+        uint16_t *ds_a = NULL, *ds_t = NULL, *p_t = NULL, *q_b = NULL, *do_b = NULL;
+        if (pre) {
+            ds_a = xmalloc_aligned(sizeof(uint16_t) * bf16_packed_a_size(QB, bf16_ktiles(nkmax)));
+            ds_t = xmalloc_aligned(sizeof(uint16_t) * bf16_packed_a_size(nkmax + 31, kq));
+            p_t = xmalloc_aligned(sizeof(uint16_t) * bf16_packed_a_size(nkmax + 31, kq));
+            q_b = xmalloc_aligned(sizeof(uint16_t) * bf16_packed_b_size(D, kq));
+            do_b = xmalloc_aligned(sizeof(uint16_t) * bf16_packed_b_size(D, kq));
+        }
 #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++) {
@@ -355,17 +373,16 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                         const size_t koff = ((size_t)b * Tk + lo) * ldk + (size_t)g * D;
                         const float *Qb = q + qoff, *dOb = dout + qoff;
                         const float *Kb = k + koff, *Vb = v + koff;
-                        if (pre) {
+                        const float *lse_b = lse + ((size_t)b * NH + h) * T + i0 - p0;
+                        if (pre) {   // P = exp(scale S - lse), masked, in one AVX-512 row pass
                             gemm_prepacked(&w, 0, nq, nk, D, Qb, ldq, slice_t(&pk, pk.kt, kvi, lo), pk.kbt_d, 0, P, nk);
-                            for (size_t e = 0; e < (size_t)nq * nk; e++) P[e] *= scale;
-                            mask_scores(P, nq, nk, i0, lo, wlen, ds);
+                            for (int r = 0; r < nq; r++)
+                                bf16_att_prob_row(P + (size_t)r * nk, nk, scale, first_key(i0 + r, wlen, ds) - lo,
+                                                  i0 + r - lo, lse_b[r]);
                         } else {
                             scores(&w, P, Qb, ldq, Kb, ldk, nq, nk, D, scale, i0, lo, wlen, ds);
-                        }
-                        for (int r = 0; r < nq; r++) {   // P = exp(S - lse)
-                            float l = lse[((size_t)b * NH + h) * T + i0 - p0 + r];
-                            float *row = P + (size_t)r * nk;
-                            vexpf_shifted(row, row, nk, l);
+                            for (int r = 0; r < nq; r++)   // P = exp(S - lse)
+                                vexpf_shifted(P + (size_t)r * nk, P + (size_t)r * nk, nk, lse_b[r]);
                         }
                         // dP (nq, nk) = dO V^T
                         if (pre) gemm_prepacked(&w, 0, nq, nk, D, dOb, ldq, slice_t(&pk, pk.vt, kvi, lo), pk.kbt_d, 0, dP, nk);
@@ -375,22 +392,33 @@ static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const f
                         // each row of dS sum to zero up to the rounding of sum(P), so a row
                         // that sees one key (P = 1: a window of 1, a one-token document)
                         // gets dS = 0 exactly, whatever order the BLAS summed dP in.
-                        for (int r = 0; r < nq; r += 8) {
-                            float Di[8];
+                        float Di[QB_BF16 > QB_FP32 ? QB_BF16 : QB_FP32];
+                        for (int r = 0; pre && r < nq; r++) Di[r] = bf16_row_dot(P + (size_t)r * nk, dP + (size_t)r * nk, nk);
+                        for (int r = 0; !pre && r < nq; r += 8) {
                             const int nr = nq - r < 8 ? nq - r : 8;
-                            rowsums_serial(Di, P + (size_t)r * nk, dP + (size_t)r * nk, nr, nk);
+                            rowsums_serial(Di + r, P + (size_t)r * nk, dP + (size_t)r * nk, nr, nk);
                             for (int i = 0; i < nr; i++)
-                                row_dsoftmax(dP + (size_t)(r + i) * nk, P + (size_t)(r + i) * nk, nk, Di[i], scale);
+                                row_dsoftmax(dP + (size_t)(r + i) * nk, P + (size_t)(r + i) * nk, nk, Di[r + i], scale);
+                        }
+                        if (pre) {
+                            const int kk = bf16_ktiles(nk);
+                            bf16_att_dsoftmax_pack(P, dP, nq, nk, Di, scale, ds_a, kk, ds_t, p_t, kq);
+                            bf16_pack_b(q_b, kq, 0, Qb, ldq, 0, nq, D);
+                            bf16_pack_b(do_b, kq, 0, dOb, ldq, 0, nq, D);
+                            bf16_gemm(dq + qoff, ldq, 0, ds_a, kk, slice_k(&pk, pk.k, kvi, lo), pk.kbt_t, nq, D, nk, 0);
+                            bf16_gemm(dk + koff, ldk, 0, ds_t, kq, q_b, kq, nk, D, nq, 1);
+                            bf16_gemm(dv + koff, ldk, 0, p_t, kq, do_b, kq, nk, D, nq, 1);
+                            continue;
                         }
                         // dQ = dS K; dK += dS^T Q; dV += P^T dO
-                        if (pre) gemm_prepacked(&w, 0, nq, D, nk, dP, nk, slice_k(&pk, pk.k, kvi, lo), pk.kbt_t, 0, dq + qoff, ldq);
-                        else gemm_att(&w, 0, 0, nq, D, nk, dP, nk, Kb, ldk, 0, dq + qoff, ldq);
+                        gemm_att(&w, 0, 0, nq, D, nk, dP, nk, Kb, ldk, 0, dq + qoff, ldq);
                         gemm_att(&w, 1, 0, nk, D, nq, dP, nk, Qb, ldq, 1, dk + koff, ldk);
                         gemm_att(&w, 1, 0, nk, D, nq, P, nk, dOb, ldq, 1, dv + koff, ldk);
                     }
             }
         free(P);
         free(dP);
+        free(ds_a), free(ds_t), free(p_t), free(q_b), free(do_b);
         att_bf16_free(&w);
     }
     att_prepack_free(&pk);

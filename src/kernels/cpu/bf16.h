@@ -57,18 +57,50 @@ void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int 
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate);
 
+// Softmax row passes of the packed paths (bf16_rows.c: AVX-512, an FMA exp of ~1 ulp; the
+// fp32 path keeps vexp.h's vexpf). Need bf16_packed().
+// Of x[0, n): the max and the sum of exp(x - max) (fixed order: no bit depends on threads).
+void bf16_row_softmax_stats(const float *x, int n, float *max_out, double *sum_out);
+// Attention's score rows (unscaled products; the valid columns [c_lo, c_hi], the rest
+// masked): softmax_row writes the probabilities softmax(scale * row) as one row of a
+// packed A (pa_row: the row's place in its first k-tile; zero past nk to the k-tile's end),
+// leaving exps in row, and returns the log-sum-exp; prob_row writes exp(scale * row - lse)
+// (0 where masked) in place.
+float bf16_att_softmax_row(float *row, int nk, float scale, int c_lo, int c_hi, uint16_t *pa_row);
+void bf16_att_prob_row(float *row, int nk, float scale, int c_lo, int c_hi, float lse);
+// sum of a[i] b[i] over i < n (fp32 FMA lanes, a fixed order): attention's D_i
+float bf16_row_dot(const float *a, const float *b, int n);
+// Attention's backward for a block of nq queries against nk keys (P, dP at row stride nk):
+// dS = P (dP - Di) scale, written as packed A (nq, nk) into ds_a (a_kbt k-tiles per tile
+// row) and as packed A (nk, nq) = dS^T into ds_t, and P^T as packed A (nk, nq) into p_t
+// (t_kbt per tile row), all zero-padded to whole tiles (32 queries, 32 keys).
+void bf16_att_dsoftmax_pack(const float *P, const float *dP, int nq, int nk, const float *Di, float scale,
+                            uint16_t *ds_a, int a_kbt, uint16_t *ds_t, uint16_t *p_t, int t_kbt);
+// The LM head's dlogits of one (nc tokens, vn vocab) logits block L (row stride ldl):
+// dl = exp(l - lse) * a, less inv_count at the target's column, 0 on masked rows, written
+// as packed A (nc, vn) into dl_a (a_kbt k-tiles per tile row) and as packed A (vn, nc) =
+// dl^T into dl_t (t_kbt per tile row), zero-padded to whole tiles (rows of 32 tokens, 32
+// columns), and in fp32 to dl_out (row stride ld_out) when not NULL (tests).
+#define BF16_DL_MASKED (-2)
+typedef struct {
+    float lse, a;   // the row's log-sum-exp, and (1 + 2 z lse) / count
+    int tcol;       // the target's column in the block, -1 outside it, BF16_DL_MASKED: a row of zeros
+} Bf16DlRow;
+void bf16_lm_dlogits_pack(const float *L, int ldl, int nc, int vn, const Bf16DlRow *row, float inv_count,
+                          uint16_t *dl_a, int a_kbt, uint16_t *dl_t, int t_kbt, float *dl_out, size_t ld_out);
+
 // Slot `slot` of w (kernels.h's Bf16Work), at least `bytes`, 64-byte aligned. Slots: 0-1
-// matmul operands, 2-13 the LM head (2-4 on the emulated path). Called outside parallel
+// matmul operands, 2-14 the LM head (2-4 on the emulated path). Called outside parallel
 // regions only; dies naming the caller's mistake when w is NULL (a bf16 matmul without one).
-#define BF16_WORKSPACE_SLOTS 14
+#define BF16_WORKSPACE_SLOTS 15
 struct Bf16Work {
     void *buf[BF16_WORKSPACE_SLOTS];
     size_t cap[BF16_WORKSPACE_SLOTS];
 };
 void *bf16_workspace(Bf16Work *w, int slot, size_t bytes);
 
-// LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 256
-// and 1024), and when set, an (N, V) array receiving the fp32 dlogits before rounding (on
+// LM head (lmhead.c), test hooks: the token chunk and vocab block of the AMX path (0 = 512
+// and 512), and when set, an (N, V) array receiving the fp32 dlogits before rounding (on
 // every engine: the emulated one's vocab-blocked path writes it too).
 extern int bf16_lmhead_chunk, bf16_lmhead_vblock;
 extern float *bf16_lmhead_dl_out;

@@ -12,12 +12,9 @@
 #include <string.h>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/bf16_avx512.h"
 
 // ---- packing ----------------------------------------------------------------------------
-
-// Column-within-pair interleave: word 2j <- word j (first row), word 2j+1 <- word 16+j.
-static const uint16_t PAIR_IDX[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
 // 16 floats of r0 and of r1 -> 16 (r0[j], r1[j]) bf16 pairs, one per 32-bit element j
 static inline __m512i cvt_pairs(const float *r0, const float *r1) {
@@ -27,30 +24,6 @@ static inline __m512i cvt_pairs(const float *r0, const float *r1) {
 // 32 consecutive floats -> 32 bf16 in order
 static inline __m512i cvt32(const float *p) {
     return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
-}
-
-// In-register 16x16 transpose of 32-bit elements: r[k] becomes column k of the input.
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int i = 0; i < 16; i += 8)
-        for (int j = 0; j < 4; j++) {
-            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
-            t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
-        }
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
-    }
 }
 
 // Edge tiles (partly outside the matrix) go element by element, zero-padded.

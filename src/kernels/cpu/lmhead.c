@@ -34,26 +34,17 @@
 #define LM_VBLOCK 1024   // vocab block: (512 tokens, 1024) fp32 logits = 2 MiB, about L2
 #define LM_GROUPS 6      // dx partials: divides evenly over 1, 2, 3 and 6 threads
 
-// lg = exp(lg - lse) * a: a row of dlogits but for the target's -1/count (512-bit vectors
-// where the CPU has them: vexp.h's VEXP_WIDE; elementwise, so no bit depends on the width)
-VEXP_WIDE static void row_softmax_scaled(float *lg, int vn, float lse, float a) {
-#pragma omp simd
-    for (int v = 0; v < vn; v++) lg[v] = vexpf(lg[v] - lse) * a;
-}
-
-// One row of a logits block: its max, and the sum of exp(logit - max) in 8 fp32 lanes over
-// runs of 256 (lanes.h's sum_lanes8: a lane sums at most 32 terms), double across runs.
-// keep_exp: the exps replace the logits in place. The max and the exps run in 512-bit
-// vectors where the CPU has them (vexp.h); the sum's order is written out.
-static inline void block_row_stats(float *lg, int vn, int keep_exp, float *max_out, double *sum_out) {
+// One row of a logits block: its max, the exps exp(logit - max) in place of the logits, and
+// their sum in 8 fp32 lanes over runs of 256 (lanes.h's sum_lanes8: a lane sums at most 32
+// terms), double across runs. The max and the exps run in 512-bit vectors where the CPU has
+// them (vexp.h); the sum's order is written out.
+static inline void block_row_stats(float *lg, int vn, float *max_out, double *sum_out) {
     const float mx = row_max(lg, vn);
     double sum = 0.0;
-    float e[256];
     for (int c0 = 0; c0 < vn; c0 += 256) {
         const int n = vn - c0 < 256 ? vn - c0 : 256;
-        float *ec = keep_exp ? lg + c0 : e;
-        vexpf_shifted(ec, lg + c0, n, mx);
-        sum += sum_lanes8(ec, n);
+        vexpf_shifted(lg + c0, lg + c0, n, mx);
+        sum += sum_lanes8(lg + c0, n);
     }
     *max_out = mx;
     *sum_out = sum;
@@ -93,7 +84,7 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
                 const int t = tg[r];
                 if (logits_out) memcpy(logits_out + (size_t)(n0 + r) * V + v0, lg, sizeof(float) * vn);
                 if (t >= v0 && t < v0 + vn) target_logit[r] = lg[t - v0];
-                block_row_stats(lg, vn, 1, &blk_max[(size_t)b * chunk + r], &blk_sum[(size_t)b * chunk + r]);
+                block_row_stats(lg, vn, &blk_max[(size_t)b * chunk + r], &blk_sum[(size_t)b * chunk + r]);
             }
         }
         for (int r = 0; r < nc; r++) {
@@ -151,12 +142,6 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
     return sums;
 }
 
-// The bf16 path on AMX. W is packed once per call in both layouts it is used in; each
-// chunk's dlogits are packed as A (rows = tokens) for dx and into a group buffer as B
-// (k = tokens) for dW, so dW = (x^T dl)^T runs once per group with k = the group's tokens
-// instead of re-reading the (V, C) gradient once per chunk. Groups hold as many chunks as
-// fit 256 MiB of bf16 dlogits (bf16_lmhead_group tokens when set: tests). Chunk and group
-// boundaries fall on k-tiles, so neither changes any result (test_bf16.c).
 // ---- bf16 on AMX: vocab-blocked, logits never leave the cache -----------------------------
 // (Its own token chunk and scratch: `chunk`/`scratch` size the fp32 path.) At bf16 speed the
 // fp32 path's (chunk, V) logits round trip through memory costs more than the matmuls.
@@ -165,9 +150,12 @@ static LossSums lmhead_blocked(float *dx, float *dW, const float *xm, const floa
 //           block's max, sum of exp(logit - max) and (in the target's block) the target
 //           logit; the blocks' (max, sum) pairs are merged per token in block order;
 //   pass 2 (gradient), threads take fixed groups of vocab blocks: per block, per chunk, the
-//           logits block again (recomputed: AMX FLOPs are cheaper than the traffic),
-//           dlogits in place, then dx partial of the group += dl @ W block and
+//           logits block again (recomputed: AMX FLOPs are cheaper than the traffic), the
+//           dlogits written straight into the packed A tiles of dl and of dl^T (one row
+//           pass, bf16_rows.c), then dx partial of the group += dl @ W block and
 //           dW block += dl^T @ x chunk; dx = the groups' partials summed in group order.
+// W and x are packed once per call in both layouts they are used in. The exps of both
+// passes are bf16_rows.c's FMA exp (the fp32 path above keeps vexpf).
 // Threads own whole blocks (a few parallel regions per call, not thousands), each dW
 // block stays in cache across all chunks, and no sum depends on which thread ran what:
 // block stats merge in block order, dx partials belong to a fixed number of groups, and
@@ -181,11 +169,12 @@ float *bf16_lmhead_dl_out = NULL;
 static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, int N,
                                 int C, int V, float z_coef, float inv_count, float *scratch, int chunk,
                                 float *logits_out, float *tok_ce, Bf16Work *ws) {
-    // Token chunks of 256 and vocab blocks of 1024 measured fastest here (tests/test_bf16.c
-    // sets others); chunks start on a k-tile of the packed x.
+    // Token chunks of 512 and vocab blocks of 512 measured fastest here, at d 256 and 512
+    // (6-7% over 256 x 1024; tests/test_bf16.c sets others); chunks start on a k-tile of
+    // the packed x.
     (void)scratch;
-    chunk = bf16_lmhead_chunk >= 32 ? bf16_lmhead_chunk / 32 * 32 : 256;
-    int VB = bf16_lmhead_vblock > 0 ? bf16_lmhead_vblock : 1024;
+    chunk = bf16_lmhead_chunk >= 32 ? bf16_lmhead_chunk / 32 * 32 : 512;
+    int VB = bf16_lmhead_vblock > 0 ? bf16_lmhead_vblock : 512;
     VB = VB / 32 * 32 < 32 ? 32 : VB / 32 * 32;
     if (VB > (V + 31) / 32 * 32) VB = (V + 31) / 32 * 32;
     const int nvb = (V + VB - 1) / VB, nth = omp_get_max_threads();
@@ -212,7 +201,7 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
                 float *lg = L + (size_t)r * VB;
                 const int n = n0 + r, t = targets[n];
                 if (logits_out) memcpy(logits_out + (size_t)n * V + v0, lg, sizeof(float) * vn);
-                block_row_stats(lg, vn, 0, &blk_max[(size_t)b * N + n], &blk_sum[(size_t)b * N + n]);
+                bf16_row_softmax_stats(lg, vn, &blk_max[(size_t)b * N + n], &blk_sum[(size_t)b * N + n]);
                 if (t >= v0 && t < v0 + vn) target_logit[n] = lg[t - v0];
             }
         }
@@ -239,6 +228,7 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
     uint16_t *dla_all = bf16_workspace(ws, 10, 2 * dla_n * nth);              // per thread: A (nc, VB)
     uint16_t *dlt_all = bf16_workspace(ws, 11, 2 * dlt_n * nth);              // per thread: A (VB, nc) = dl^T
     float *dx_part = bf16_workspace(ws, 13, sizeof(float) * G * N * C);       // per group: (N, C)
+    Bf16DlRow *row_all = bf16_workspace(ws, 14, sizeof(Bf16DlRow) * chunk * nth);   // per thread: the chunk's rows
     bf16_pack_b(w_bwd, kbV, 0, W, C, 0, V, C);
     bf16_pack_b(x_b, kbN, 0, x, C, 0, N, C);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -246,28 +236,23 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
         const int tid = omp_get_thread_num();
         float *L = L_all + (size_t)tid * chunk * VB, *dxg = dx_part + (size_t)g * N * C;
         uint16_t *dl_a = dla_all + dla_n * tid, *dl_t = dlt_all + dlt_n * tid;
+        Bf16DlRow *rows = row_all + (size_t)chunk * tid;
         const int bg0 = g * nvb / G, bg1 = (g + 1) * nvb / G;
         for (int b = bg0; b < bg1; b++) {
             const int v0 = b * VB, vn = V - v0 < VB ? V - v0 : VB;
             for (int n0 = 0; n0 < N; n0 += chunk) {
                 const int nc = N - n0 < chunk ? N - n0 : chunk;
                 LOGITS_BLOCK();
-                // dl = softmax * (1 + 2 z lse) - onehot, scaled by 1/count; 0 on masked rows
+                // dl = softmax * (1 + 2 z lse) - onehot, scaled by 1/count; 0 on masked rows,
+                // straight into the two packed layouts
                 for (int r = 0; r < nc; r++) {
-                    float *lg = L + (size_t)r * VB;
                     const int n = n0 + r, t = targets[n];
-                    if (t < 0) {
-                        memset(lg, 0, sizeof(float) * vn);
-                    } else {
-                        const float lse = (float)row_lse[n];
-                        const float a = (float)((1.0 + 2.0 * z_coef * row_lse[n]) * inv_count);
-                        row_softmax_scaled(lg, vn, lse, a);
-                        if (t >= v0 && t < v0 + vn) lg[t - v0] -= inv_count;
-                    }
-                    if (bf16_lmhead_dl_out) memcpy(bf16_lmhead_dl_out + (size_t)n * V + v0, lg, sizeof(float) * vn);
+                    rows[r].lse = (float)row_lse[n];
+                    rows[r].a = (float)((1.0 + 2.0 * z_coef * row_lse[n]) * inv_count);
+                    rows[r].tcol = t < 0 ? BF16_DL_MASKED : t >= v0 && t < v0 + vn ? t - v0 : -1;
                 }
-                bf16_pack_a(dl_a, kbB, 0, L, VB, 0, nc, vn);
-                bf16_pack_a(dl_t, kbK, 0, L, VB, 1, vn, nc);
+                bf16_lm_dlogits_pack(L, VB, nc, vn, rows, inv_count, dl_a, kbB, dl_t, kbK,
+                                     bf16_lmhead_dl_out ? bf16_lmhead_dl_out + (size_t)n0 * V + v0 : NULL, (size_t)V);
                 // dx partial (nc, C) (+)= dl (nc, vn) @ W[v0 : v0+vn]; dW[v0 : v0+vn] (+)= dl^T @ x chunk
                 bf16_gemm(dxg + (size_t)n0 * C, C, 0, dl_a, kbB, w_bwd + (size_t)(v0 / 32) * BF16_TILE, kbV, nc, C,
                           vn, b > bg0);
