@@ -102,6 +102,23 @@ static void test_gemm(int at, int bt, int M, int N, int K, int accumulate, int p
     free(A), free(B), free(C), free(ref);
 }
 
+// bf16_pack_b_both (the LM head's weight in both B layouts in one pass) against the two
+// bf16_pack_b calls it stands for, bit for bit, on full and edge 32 x 32 blocks (R, K not
+// multiples of 32 or 16).
+static void test_pack_both(int R, int K) {
+    if (!bf16_packed()) return;
+    float *src = frand((size_t)R * K);
+    const int kt = bf16_ktiles(K), kn = bf16_ktiles(R);
+    const size_t nt = bf16_packed_b_size(R, kt), nn = bf16_packed_b_size(K, kn);
+    uint16_t *t1 = calloc(nt, 2), *t2 = calloc(nt, 2), *n1 = calloc(nn, 2), *n2 = calloc(nn, 2);
+    bf16_pack_b(t1, kt, 0, src, K, 1, K, R);
+    bf16_pack_b(n1, kn, 0, src, K, 0, R, K);
+    bf16_pack_b_both(t2, kt, n2, kn, src, K, R, K);
+    CHECK(!memcmp(t1, t2, 2 * nt) && !memcmp(n1, n2, 2 * nn), "bf16_pack_b_both R=%d K=%d differs from bf16_pack_b", R, K);
+    printf("  pack_b_both R=%d K=%d: bitwise the two bf16_pack_b\n", R, K);
+    free(src), free(t1), free(t2), free(n1), free(n2);
+}
+
 // ---- LM head ------------------------------------------------------------------------------
 typedef struct {
     int N, C, V, chunk;
@@ -280,6 +297,9 @@ int main(int argc, char **argv) {
         for (int bt = 0; bt < 2; bt++) test_gemm(at, bt, 37, 50, 70, 1, 5);
     matmul_bf16_init();
     test_matmul_mode();
+    test_pack_both(301, 64);
+    test_pack_both(70, 48);
+    test_pack_both(64, 96);
     test_lmhead_single(70, 64, 301, 96, 0);
     test_lmhead_single(70, 64, 301, 32, 96);   // chunks of 32, vocab blocks of 96 (last: 13)
     test_lmhead_single(32, 96, 1024, 32, 0);

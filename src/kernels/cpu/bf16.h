@@ -50,6 +50,11 @@ static inline int bf16_packed(void) { return bf16_engine() != BF16_EMULATED; }
 void bf16_pack_a(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int M, int K);
 // Pack B (K, N) from fp32: trans=0: B[k][n] = src[k*ld + n]; trans=1: B[k][n] = src[n*ld + k].
 void bf16_pack_b(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int K, int N);
+// Both B layouts of src (R, K) row-major (row stride ld) in one pass over it: bt = B (K, R)
+// = src^T (bt_kbt k-tiles per tile row; bf16_pack_b(bt, bt_kbt, 0, src, ld, 1, K, R)) and
+// bn = B (R, K) = src (bf16_pack_b(bn, bn_kbt, 0, src, ld, 0, R, K)): the LM head's weight
+// in its forward and backward layouts.
+void bf16_pack_b_both(uint16_t *bt, int bt_kbt, uint16_t *bn, int bn_kbt, const float *src, int ld, int R, int K);
 // P = A @ B (M, N); stored to C (row stride ldc) as C = P, or C^T = P when c_trans (C is
 // then (N, M)); += instead of = when accumulate. K: the k extent to use (the first
 // ceil(K/32) k-tiles of each packed row). Needs bf16_packed(); runs on the engine's

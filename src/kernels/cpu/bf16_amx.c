@@ -55,22 +55,39 @@ static inline void pack_tile_vec(uint16_t *tile, const float *src, size_t ld, in
     for (int r = 0; r < 16; r++) _mm512_storeu_si512(tile + r * 32, v[r]);
 }
 
+// Tile (rt, kt) of A (is_b = 0: R = M rows) or B (is_b = 1: R = N columns).
+static inline void pack_one(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int R, int K,
+                            int is_b, int rt, int kt) {
+    const int r0 = rt * 16, k0 = kt * 32;
+    uint16_t *tile = dst + ((size_t)rt * kbt + kb0 + kt) * BF16_TILE;
+    if (r0 + 16 > R || k0 + 32 > K) {
+        if (is_b) pack_b_tile_scalar(tile, src, ld, trans, K, R, k0, r0);
+        else pack_a_tile_scalar(tile, src, ld, trans, R, K, r0, k0);
+        return;
+    }
+    // src stored (R, K) row-major when A untransposed or B transposed, else (K, R)
+    const int k_contiguous = is_b ? trans : !trans;
+    const float *at = k_contiguous ? src + (size_t)r0 * ld + k0 : src + (size_t)k0 * ld + r0;
+    pack_tile_vec(tile, at, (size_t)ld, !k_contiguous, trans);
+}
+
 // Tiles of A (is_b = 0: R = M rows) or B (is_b = 1: R = N columns) in parallel over tiles.
 static void pack(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int R, int K, int is_b) {
     const int RT = bf16_mtiles(R), KT = bf16_ktiles(K);
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
-    for (long t = 0; t < (long)RT * KT; t++) {
-        const int rt = (int)(t / KT), kt = (int)(t % KT), r0 = rt * 16, k0 = kt * 32;
-        uint16_t *tile = dst + ((size_t)rt * kbt + kb0 + kt) * BF16_TILE;
-        if (r0 + 16 > R || k0 + 32 > K) {
-            if (is_b) pack_b_tile_scalar(tile, src, ld, trans, K, R, k0, r0);
-            else pack_a_tile_scalar(tile, src, ld, trans, R, K, r0, k0);
-            continue;
+    for (long t = 0; t < (long)RT * KT; t++) pack_one(dst, kbt, kb0, src, ld, trans, R, K, is_b, (int)(t / KT), (int)(t % KT));
+}
+
+void bf16_pack_b_both(uint16_t *bt, int bt_kbt, uint16_t *bn, int bn_kbt, const float *src, int ld, int R, int K) {
+    const int IB = bf16_ktiles(R), JB = bf16_ktiles(K), RT = bf16_mtiles(R), CT = bf16_mtiles(K);
+    // per 32 x 32 block of src: its two tiles of each layout, the second read from L1
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+    for (long t = 0; t < (long)IB * JB; t++) {
+        const int i = (int)(t / JB), j = (int)(t % JB);
+        for (int h = 0; h < 2; h++) {
+            if (2 * i + h < RT) pack_one(bt, bt_kbt, 0, src, ld, 1, R, K, 1, 2 * i + h, j);   // B (K, R) = src^T
+            if (2 * j + h < CT) pack_one(bn, bn_kbt, 0, src, ld, 0, K, R, 1, 2 * j + h, i);   // B (R, K) = src
         }
-        // src stored (R, K) row-major when A untransposed or B transposed, else (K, R)
-        const int k_contiguous = is_b ? trans : !trans;
-        const float *at = k_contiguous ? src + (size_t)r0 * ld + k0 : src + (size_t)k0 * ld + r0;
-        pack_tile_vec(tile, at, (size_t)ld, !k_contiguous, trans);
     }
 }
 

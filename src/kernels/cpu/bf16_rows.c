@@ -1,14 +1,14 @@
 // bf16_rows.c: the softmax row passes of the packed bf16 paths (bf16.h: the LM head and
 // attention on AMX or AVX512_BF16), in AVX-512 with an FMA exp. Compiled with -mavx512f
-// -mavx512bw -mavx512bf16 (Makefile) and entered only where bf16_packed() holds, like
-// bf16_amx.c. The fp32 path keeps vexp.h's vexpf (its bits are the reference of the
-// whole-run checks); these passes take about 2.3x less time per exp (Cephes's polynomial
-// with FMAs and VSCALEFPS for 2^n, ~1 ulp) and write the LM head's dlogits straight into
-// the two tile layouts its backward products read, so the (chunk, vocab block) fp32
-// dlogits are never stored and read back twice by the packers.
-// Every sum has a fixed order (16 fp32 lanes per run of 256 elements, the runs' lanes in
-// double, the lanes summed in a fixed tree), so no result depends on threads or shapes of
-// the work split.
+// -mavx512bw -mavx512dq -mavx512bf16 (Makefile) and entered only where bf16_packed()
+// holds, like bf16_amx.c. The fp32 path keeps vexp.h's vexpf (its bits are the reference
+// of the whole-run checks). This exp is 17 vector instructions per 16 lanes against
+// vexpf's 37 (Cephes's polynomial on FMAs, VSCALEFPS for 2^n, < 1 ulp), and the passes
+// write the next products' operands (the LM head's dlogits, attention's P, dS, dS^T, P^T)
+// as bf16 straight into their tile layouts, instead of storing fp32 for the packers to
+// read back. Every sum has a fixed order (16 fp32 lanes per run of 256 elements, the runs'
+// lanes in double, the lanes in a fixed tree), so no result depends on threads or on how
+// the work is split.
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -17,13 +17,14 @@
 #include "kernels/cpu/bf16_avx512.h"
 
 // exp(x) for 16 lanes: x = n ln2 + r (n = round(x / ln2), ln2 in two parts), Cephes's
-// degree-6 polynomial for exp(r) in Horner form on FMAs, times 2^n (VSCALEFPS). Inputs are
-// clamped to [-87.34, 88.38] as vexpf does; below -87.34 (masked scores: -inf) gives 0 and
-// NaN stays NaN. Max error 0.95 ulp over (-87.3, 88.3) against exp in double.
+// degree-6 polynomial for exp(r) in Horner form on FMAs, times 2^n (VSCALEFPS, which also
+// underflows gracefully to subnormals and 0). The inputs here are x - max or x - lse, at
+// most a rounding above 0, so there is no upper clamp (vexpf's 88.38: this gives inf only
+// past ~88.7); the lower clamp at -104 keeps -inf (a masked score) finite, so it gives 0;
+// NaN stays NaN. At most 1.01 ulp from exp in double over every float whose exp is a normal
+// float (checked exhaustively in a throwaway program; tests/test_bf16.c checks the passes).
 static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);   // NaN kept
-    x = _mm512_min_ps(hi, _mm512_max_ps(lo, x));                     // NaN passes through
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);   // NaN passes through (second operand)
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -35,7 +36,7 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
     p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
+    return _mm512_scalef_ps(p, n);
 }
 
 static inline __mmask16 tail_mask(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }

@@ -184,7 +184,10 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
     float *blk_max = bf16_workspace(ws, 4, sizeof(float) * nvb * N), *target_logit = bf16_workspace(ws, 5, sizeof(float) * N);
     double *blk_sum = bf16_workspace(ws, 6, sizeof(double) * nvb * N), *row_lse = bf16_workspace(ws, 7, sizeof(double) * N);
     float *L_all = bf16_workspace(ws, 12, sizeof(float) * nth * chunk * VB);  // per thread: (chunk, VB) logits
-    bf16_pack_b(w_fwd, kbC, 0, W, C, 1, C, V);
+    // W in both layouts at once when the gradient needs the second (one read of W)
+    uint16_t *w_bwd = dx ? bf16_workspace(ws, 8, 2 * bf16_packed_b_size(C, kbV)) : NULL;   // B (V, C): dx = dl W
+    if (dx) bf16_pack_b_both(w_fwd, kbC, w_bwd, kbV, W, C, V, C);
+    else bf16_pack_b(w_fwd, kbC, 0, W, C, 1, C, V);
     bf16_pack_a(x_a, kbC, 0, x, C, 0, N, C);
     // logits block (nc, vn) of tokens n0.. and vocab v0.. (a serial gemm: inside a region)
 #define LOGITS_BLOCK() \
@@ -223,13 +226,11 @@ static LossSums lmhead_bf16_packed(float *dx, float *dW, const float *x, const f
 
     const int G = nvb < DX_GROUPS ? nvb : DX_GROUPS;
     const size_t dla_n = bf16_packed_a_size(chunk, kbB), dlt_n = bf16_packed_a_size(VB, kbK);
-    uint16_t *w_bwd = bf16_workspace(ws, 8, 2 * bf16_packed_b_size(C, kbV));   // B (V, C): dx = dl W
     uint16_t *x_b = bf16_workspace(ws, 9, 2 * bf16_packed_b_size(C, kbN));     // B (N, C): dW = dl^T x
     uint16_t *dla_all = bf16_workspace(ws, 10, 2 * dla_n * nth);              // per thread: A (nc, VB)
     uint16_t *dlt_all = bf16_workspace(ws, 11, 2 * dlt_n * nth);              // per thread: A (VB, nc) = dl^T
     float *dx_part = bf16_workspace(ws, 13, sizeof(float) * G * N * C);       // per group: (N, C)
     Bf16DlRow *row_all = bf16_workspace(ws, 14, sizeof(Bf16DlRow) * chunk * nth);   // per thread: the chunk's rows
-    bf16_pack_b(w_bwd, kbV, 0, W, C, 0, V, C);
     bf16_pack_b(x_b, kbN, 0, x, C, 0, N, C);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int g = 0; g < G; g++) {
