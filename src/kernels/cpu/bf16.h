@@ -59,6 +59,9 @@ void bf16_pack_b_both(uint16_t *bt, int bt_kbt, uint16_t *bn, int bn_kbt, const 
 // then (N, M)); += instead of = when accumulate. K: the k extent to use (the first
 // ceil(K/32) k-tiles of each packed row). Needs bf16_packed(); runs on the engine's
 // instructions, the same sums for any work split (each element's k in index order).
+// Bench hook (scripts/bench_bf16_parts.c): bf16_gemm's block order, 0 = its own choice,
+// 1 = n-blocks fastest, 2 = m-blocks fastest. No order changes a result.
+extern int bf16_gemm_order;
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate);
 

@@ -71,11 +71,18 @@ static inline void pack_one(uint16_t *dst, int kbt, int kb0, const float *src, i
     pack_tile_vec(tile, at, (size_t)ld, !k_contiguous, trans);
 }
 
-// Tiles of A (is_b = 0: R = M rows) or B (is_b = 1: R = N columns) in parallel over tiles.
+// Tiles of A (is_b = 0: R = M rows) or B (is_b = 1: R = N columns) in parallel over tiles,
+// in the order that walks src along its rows: a tile reads 16 rows x 32 floats where k is
+// contiguous (then k-tiles vary fastest) and 32 rows x 16 floats where it is not (then the
+// tiles along R do: walking k-tiles there read 64 bytes a row down all of src, one page
+// per row, and measured 3x slower per float for the transposed A of dW = dout^T x).
 static void pack(uint16_t *dst, int kbt, int kb0, const float *src, int ld, int trans, int R, int K, int is_b) {
-    const int RT = bf16_mtiles(R), KT = bf16_ktiles(K);
+    const int RT = bf16_mtiles(R), KT = bf16_ktiles(K), k_fast = is_b ? trans : !trans;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
-    for (long t = 0; t < (long)RT * KT; t++) pack_one(dst, kbt, kb0, src, ld, trans, R, K, is_b, (int)(t / KT), (int)(t % KT));
+    for (long t = 0; t < (long)RT * KT; t++) {
+        const int rt = (int)(k_fast ? t / KT : t % RT), kt = (int)(k_fast ? t % KT : t / RT);
+        pack_one(dst, kbt, kb0, src, ld, trans, R, K, is_b, rt, kt);
+    }
 }
 
 void bf16_pack_b_both(uint16_t *bt, int bt_kbt, uint16_t *bn, int bn_kbt, const float *src, int ld, int R, int K) {
@@ -256,6 +263,8 @@ static void avx_block_kernel(const OutCtx *o, const uint16_t *A, int a_kbt, cons
         for (int j = 0; j < n2; j++) avx_tile_kernel(o, A, a_kbt, B, b_kbt, mt + i, nt + j, kt0, kt1);
 }
 
+int bf16_gemm_order = 0;
+
 void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, const uint16_t *B, int b_kbt, int M,
                int N, int K, int accumulate) {
     const int MT = bf16_mtiles(M), NT = bf16_mtiles(N), KT = bf16_ktiles(K);
@@ -263,11 +272,14 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
     // k blocks bound the A/B panels a block streams (2048 k = 128 KiB per 32-row panel); a
     // k block's partial sums round-trip through C exactly, so blocking changes no result.
     const int KC = KT <= 128 ? KT : 64;
-    // Loop order: blocks along the smaller operand's dimension vary fastest, in groups whose
-    // panels fit ~512 KiB of L2, and within a group the other operand's panel (one block of
-    // the slow dimension) stays in L1 across the group. So the larger operand streams once
-    // per group pass and the smaller one from L2 -- not both from L3.
-    const int n_fast = M >= N;
+    // Loop order: blocks along one dimension vary fastest, in groups whose panels fit ~512
+    // KiB of L2, and within a group the other operand's panel (one block of the slow
+    // dimension) stays in cache across the group; so one operand streams once per group pass
+    // and the other from L2 -- not both from L3. Output blocks along n fastest (consecutive
+    // blocks store into the same 32 rows of C, so the same pages) measured faster on the
+    // model's shapes except where M > N with a long k (K >= 1024: dW = dout^T x, dinp of
+    // the MLP's down projection); `scripts/bench_bf16_parts.sh` times both orders.
+    const int n_fast = bf16_gemm_order ? bf16_gemm_order == 1 : !(M > N && K >= 1024);
     const int F = n_fast ? NB : MB, S = n_fast ? MB : NB;
     const int kc_bytes = (KC < KT ? KC : KT) * 32 * 2 * 32;   // one 32-row panel of a k block
     int FG = (512 << 10) / kc_bytes;
