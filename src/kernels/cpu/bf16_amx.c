@@ -284,7 +284,12 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
     const int kc_bytes = (KC < KT ? KC : KT) * 32 * 2 * 32;   // one 32-row panel of a k block
     int FG = (512 << 10) / kc_bytes;
     FG = FG < 1 ? 1 : FG > F ? F : FG;
-    const long ngroups = (F + FG - 1) / FG, nblocks = ngroups * S * FG;
+    // Groups of equal size (the last one short by less than the number of groups), and the
+    // loop over the valid blocks only: with the short group padded to FG slots, the static
+    // split gave one thread up to twice the other's blocks (F = 48, FG = 32: 32 + 16).
+    const int ngroups = (F + FG - 1) / FG;
+    FG = (F + ngroups - 1) / ngroups;
+    const long full = F / FG, rem = F % FG, nblocks = (long)F * S;
     const int amx = bf16_engine() == BF16_AMX;
 #pragma omp parallel if (!omp_in_parallel())
     {
@@ -295,9 +300,10 @@ void bf16_gemm(float *C, int ldc, int c_trans, const uint16_t *A, int a_kbt, con
             const OutCtx *o = &oc;
 #pragma omp for schedule(static)
             for (long b = 0; b < nblocks; b++) {
-                const long g = b / ((long)S * FG);
-                const int sl = (int)(b / FG % S), f = (int)(g * FG + b % FG);
-                if (f >= F) continue;
+                // full groups of FG fast blocks, each over all S slow blocks; then the rest
+                const long in_full = b < full * S * FG, g = in_full ? b / ((long)S * FG) : full;
+                const long w = in_full ? b % ((long)S * FG) : b - full * S * FG, gs = in_full ? FG : rem;
+                const int sl = (int)(w / gs), f = (int)(g * FG + w % gs);
                 const int mb = n_fast ? sl : f, nb = n_fast ? f : sl;
                 int mt = 2 * mb, nt = 2 * nb;
                 const int m2 = MT - mt >= 2 ? 2 : 1, n2 = NT - nt >= 2 ? 2 : 1;
