@@ -102,6 +102,51 @@ static void test_gemm(int at, int bt, int M, int N, int K, int accumulate, int p
     free(A), free(B), free(C), free(ref);
 }
 
+// The packed engines' exp (bf16_rows.c's exp16), through bf16_att_prob_row with scale 1,
+// no masked column and lse 0 (both exact), on every `stride`-th float: where exp(x) is a
+// normal float, within EXP_ULP of exp in double (the exhaustive maximum, 1.0103 ulp, from
+// `build/tests/test_bf16 exp-all`, rounded up); where it is subnormal, within one subnormal
+// step; 0 below -104 and for -inf, inf past the overflow threshold, NaN for NaN. The suite
+// takes every 97th float; exp-all all 2^32 (~1 min on 2 cores).
+#define EXP_ULP 1.011
+static void test_exp16(long stride) {
+    if (!bf16_packed()) return;
+    double worst = 0;
+    long bad = 0, normals = 0;
+#pragma omp parallel reduction(max : worst) reduction(+ : bad, normals)
+    {
+        float in[4096], out[4096];
+#pragma omp for schedule(static)
+        for (long i0 = 0; i0 < (1L << 32); i0 += 4096 * stride) {
+            int n = 0;
+            for (long i = i0; i < i0 + 4096 * stride && i < (1L << 32); i += stride, n++) {
+                const uint32_t u = (uint32_t)i;
+                memcpy(&in[n], &u, 4);
+            }
+            memcpy(out, in, sizeof(float) * n);
+            bf16_att_prob_row(out, n, 1.0f, 0, n - 1, 0.0f);
+            for (int j = 0; j < n; j++) {
+                const float x = in[j], y = out[j];
+                const double ref = exp((double)x);
+                const float rf = (float)ref;
+                if (x != x) bad += y == y;
+                else if (x < -104.0f) bad += y != 0.0f;
+                else if (isinf(rf)) bad += !isinf(y);
+                else if (rf < 0x1p-126f) bad += fabs(y - ref) > 0x1p-149;
+                else {
+                    const double u = fabs(y - ref) / (nextafterf(rf, INFINITY) - rf);
+                    worst = u > worst ? u : worst;
+                    bad += !(u <= EXP_ULP);
+                    normals++;
+                }
+            }
+        }
+    }
+    CHECK(bad == 0, "packed exp: %ld of the checked floats outside the bounds (worst %.4f ulp)", bad, worst);
+    printf("  packed exp (every %ldth float): worst %.4f ulp over %ld normal results, bound %.3f\n", stride, worst,
+           normals, EXP_ULP);
+}
+
 // bf16_pack_b_both (the LM head's weight in both B layouts in one pass) against the two
 // bf16_pack_b calls it stands for, bit for bit, on full and edge 32 x 32 blocks (R, K not
 // multiples of 32 or 16).
@@ -286,7 +331,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     printf("bf16 engine: %s\n", matmul_bf16_engine());
+    matmul_bf16_init();
+    if (argc == 2 && !strcmp(argv[1], "exp-all")) {   // the exhaustive exp check alone
+        test_exp16(1);
+        return failures != 0;
+    }
     test_round();
+    test_exp16(97);
     int shapes[][3] = {{16, 16, 32}, {32, 32, 64}, {48, 80, 96}, {17, 33, 45}, {1, 5, 3}, {100, 7, 300}, {64, 256, 4100},
                       {200, 400, 2100}};  // 66 k-tiles: 3 L2 groups of 3 m blocks, the last short
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

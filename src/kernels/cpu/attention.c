@@ -35,24 +35,20 @@
 #define QB_BF16 128  // packed bf16: twice the k of the dK, dV products, half the accumulator round trips
 
 // A thread's bf16 operand scratch for blocks of at most QB queries against at most nk
-// keys, head dim D: packed tiles (native engines) or rounded fp32 copies (emulated).
+// keys, head dim D: on the packed engines the A tiles of one block operand (Q or dO for
+// S and dP, P for O = P V; the B operands are prepacked, the backward's other operands
+// written by bf16_att_dsoftmax_pack); emulated, rounded fp32 copies of both operands.
 typedef struct {
-    uint16_t *pa, *pb;
+    uint16_t *pa;
     float *ra, *rb;
 } AttBf16;
-
-static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 static void att_bf16_alloc(AttBf16 *w, Precision p, int QB, int nk, int D) {
     memset(w, 0, sizeof *w);
     if (p != PRECISION_BF16) return;
-    if (bf16_packed()) {   // A: Q (QB, D), P or dS (QB, nk), dS^T or P^T (nk, QB); B: K^T (D, nk), V or K (nk, D), Q or dO (QB, D)
-        const size_t a = max3(bf16_packed_a_size(QB, bf16_ktiles(D)), bf16_packed_a_size(QB, bf16_ktiles(nk)),
-                              bf16_packed_a_size(nk, bf16_ktiles(QB)));
-        const size_t b = max3(bf16_packed_b_size(nk, bf16_ktiles(D)), bf16_packed_b_size(D, bf16_ktiles(nk)),
-                              bf16_packed_b_size(D, bf16_ktiles(QB)));
-        w->pa = xmalloc_aligned(sizeof(uint16_t) * a);
-        w->pb = xmalloc_aligned(sizeof(uint16_t) * b);
+    if (bf16_packed()) {   // A: Q or dO (QB, D), P (QB, nk)
+        const size_t a = bf16_packed_a_size(QB, bf16_ktiles(D)), b = bf16_packed_a_size(QB, bf16_ktiles(nk));
+        w->pa = xmalloc_aligned(sizeof(uint16_t) * (a > b ? a : b));
     } else {
         const size_t a = (size_t)QB * (nk > D ? nk : D), b = (size_t)nk * (D > QB ? D : QB);
         w->ra = xmalloc_aligned(sizeof(float) * a);
@@ -62,7 +58,6 @@ static void att_bf16_alloc(AttBf16 *w, Precision p, int QB, int nk, int D) {
 
 static void att_bf16_free(AttBf16 *w) {
     free(w->pa);
-    free(w->pb);
     free(w->ra);
     free(w->rb);
 }
@@ -73,17 +68,11 @@ static void round_rows(float *dst, const float *src, int rows, int cols, int ld)
         for (int c = 0; c < cols; c++) dst[(size_t)r * cols + c] = bf16_to_float(bf16_round(src[(size_t)r * ld + c]));
 }
 
-// bf16: C (M, N) = op(A) (M, K) @ op(B) (K, N) (+= with acc), fp32 accumulation; ta: A
-// stored (K, M), tb: B stored (N, K), lda/ldb their row strides.
+// bf16 on the emulated engine: C (M, N) = op(A) (M, K) @ op(B) (K, N) (+= with acc) from
+// bf16-rounded copies through sgemm; ta: A stored (K, M), tb: B stored (N, K), lda/ldb
+// their row strides. (The packed engines take gemm_prepacked and the fused row passes.)
 static void gemm_att_bf16(AttBf16 *w, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                           int ldb, int acc, float *C, int ldc) {
-    if (w->pa) {
-        const int kbt = bf16_ktiles(K);
-        bf16_pack_a(w->pa, kbt, 0, A, lda, ta, M, K);
-        bf16_pack_b(w->pb, kbt, 0, B, ldb, tb, K, N);
-        bf16_gemm(C, ldc, 0, w->pa, kbt, w->pb, kbt, M, N, K, acc);
-        return;
-    }
     const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     round_rows(w->ra, A, ar, ac, lda);
     round_rows(w->rb, B, br, bc, ldb);
@@ -153,7 +142,7 @@ static void gemm_prepacked(AttBf16 *w, int ta, int M, int N, int K, const float 
 // C (M, N) = op(A) op(B) (+ C with acc) at the precision: w NULL or unallocated is fp32.
 static void gemm_att(AttBf16 *w, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                      int acc, float *C, int ldc) {
-    if (w && (w->pa || w->ra)) gemm_att_bf16(w, ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+    if (w && w->ra) gemm_att_bf16(w, ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
     else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                      lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
 }
@@ -183,10 +172,11 @@ static void mask_scores(float *S, int nq, int nk, int i0, int lo, int wlen, cons
     }
 }
 
-// S (nq, nk) = scale * Q K^T, masked (bf16: the product, then the scale in fp32).
+// S (nq, nk) = scale * Q K^T, masked (bf16 emulated: the product, then the scale in fp32;
+// the packed engines do this in bf16_att_softmax_row / bf16_att_prob_row).
 static void scores(AttBf16 *w, float *S, const float *Qb, int ldq, const float *Kb, int ldk, int nq, int nk, int D,
                    float scale, int i0, int lo, int wlen, const int32_t *ds) {
-    if (w->pa || w->ra) {
+    if (w->ra) {
         gemm_att_bf16(w, 0, 1, nq, nk, D, Qb, ldq, Kb, ldk, 0, S, nk);
         for (size_t e = 0; e < (size_t)nq * nk; e++) S[e] *= scale;
     } else {

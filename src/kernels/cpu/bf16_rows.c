@@ -2,8 +2,8 @@
 // attention on AMX or AVX512_BF16), in AVX-512 with an FMA exp. Compiled with -mavx512f
 // -mavx512bw -mavx512dq -mavx512bf16 (Makefile) and entered only where bf16_packed()
 // holds, like bf16_amx.c. The fp32 path keeps vexp.h's vexpf (its bits are the reference
-// of the whole-run checks). This exp is 17 vector instructions per 16 lanes against
-// vexpf's 37 (Cephes's polynomial on FMAs, VSCALEFPS for 2^n, < 1 ulp), and the passes
+// of the whole-run checks). This exp is 16 vector instructions per 16 lanes against
+// vexpf's 37 (Cephes's polynomial on FMAs, VSCALEFPS for 2^n, ~1 ulp), and the passes
 // write the next products' operands (the LM head's dlogits, attention's P, dS, dS^T, P^T)
 // as bf16 straight into their tile layouts, instead of storing fp32 for the packers to
 // read back. Every sum has a fixed order (16 fp32 lanes per run of 256 elements, the runs'
@@ -18,13 +18,13 @@
 
 // exp(x) for 16 lanes: x = n ln2 + r (n = round(x / ln2), ln2 in two parts), Cephes's
 // degree-6 polynomial for exp(r) in Horner form on FMAs, times 2^n (VSCALEFPS, which also
-// underflows gracefully to subnormals and 0). The inputs here are x - max or x - lse, at
-// most a rounding above 0, so there is no upper clamp (vexpf's 88.38: this gives inf only
-// past ~88.7); the lower clamp at -104 keeps -inf (a masked score) finite, so it gives 0;
-// NaN stays NaN. At most 1.01 ulp from exp in double over every float whose exp is a normal
-// float (checked exhaustively in a throwaway program; tests/test_bf16.c checks the passes).
+// underflows gracefully to subnormals and 0). Inputs are clamped to [-104, 89]: below, 0
+// (-inf, a masked score, included); above, inf (exp overflows past 88.7228 anyway; without
+// the clamp the range reduction of a huge x loses all its bits). NaN stays NaN. Within
+// 1.0103 ulp of exp in double wherever exp(x) is a normal float, one subnormal step where
+// it is subnormal: all 2^32 floats, `build/tests/test_bf16 exp-all`.
 static inline __m512 exp16(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);   // NaN passes through (second operand)
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));   // NaN passes through
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -133,6 +133,21 @@ float bf16_row_dot(const float *a, const float *b, int n) {
     return (float)total8(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(s, 1))));
 }
 
+// The two layouts the strip kernels below write, for a strip of 32 rows (from s0) and 16
+// columns (from c0) of an fp32 block: row r's 16 values as bf16 into packed A (rows, cols)
+// (tile (r / 16, c0 / 32), row r % 16, k from c0 % 32), and the 16 row pairs (pr[p]: rows
+// s0 + 2p, s0 + 2p + 1 of each column, bf16_pairs16) transposed into tile (c0 / 16, s0 / 32)
+// of packed A (cols, rows).
+static inline void put_a_row16(uint16_t *a, int a_kbt, int r, int c0, __m512 v) {
+    uint16_t *dst = a + ((size_t)(r / 16) * a_kbt + c0 / 32) * BF16_TILE + (r % 16) * 32 + c0 % 32;
+    _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(v));
+}
+static inline void put_t_tile(uint16_t *t, int t_kbt, int s0, int c0, __m512i pr[16]) {
+    transpose16(pr);   // pr[j]: column c0 + j's 16 row pairs = a row of the tile
+    uint16_t *tile = t + ((size_t)(c0 / 16) * t_kbt + s0 / 32) * BF16_TILE;
+    for (int j = 0; j < 16; j++) _mm512_storeu_si512(tile + j * 32, pr[j]);
+}
+
 // 16 dlogits of row r at columns c0.. (cm: the columns inside the block), fp32
 static inline __m512 dl_row16(const float *L, int ldl, int r, int c0, __mmask16 cm, const Bf16DlRow *row, float inv_count,
                               float *dl_out, size_t ld_out) {
@@ -160,15 +175,11 @@ void bf16_lm_dlogits_pack(const float *L, int ldl, int nc, int vn, const Bf16DlR
                 for (int h = 0; h < 2; h++) {
                     const int r = s0 + 2 * p + h;
                     v[h] = r < nc && cm ? dl_row16(L, ldl, r, c0, cm, row, inv_count, dl_out, ld_out) : _mm512_setzero_ps();
-                    // dl_a: row r of tile (r / 16, c0 / 32), its 16 k from c0 % 32
-                    uint16_t *dst = dl_a + ((size_t)(r / 16) * a_kbt + c0 / 32) * BF16_TILE + (r % 16) * 32 + c0 % 32;
-                    _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(v[h]));
+                    put_a_row16(dl_a, a_kbt, r, c0, v[h]);
                 }
-                pr[p] = bf16_pairs16(v[0], v[1]);   // dl_t: the pair (token 2p, 2p+1) of each of the 16 columns
+                pr[p] = bf16_pairs16(v[0], v[1]);
             }
-            transpose16(pr);   // pr[j]: column c0 + j's 16 token pairs = a row of dl_t's tile
-            uint16_t *tile = dl_t + ((size_t)(c0 / 16) * t_kbt + s0 / 32) * BF16_TILE;
-            for (int j = 0; j < 16; j++) _mm512_storeu_si512(tile + j * 32, pr[j]);
+            put_t_tile(dl_t, t_kbt, s0, c0, pr);
         }
 }
 
@@ -191,18 +202,12 @@ void bf16_att_dsoftmax_pack(const float *P, const float *dP, int nq, int nk, con
                     } else {
                         p[h] = d[h] = _mm512_setzero_ps();
                     }
-                    uint16_t *dst = ds_a + ((size_t)(r / 16) * a_kbt + c0 / 32) * BF16_TILE + (r % 16) * 32 + c0 % 32;
-                    _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(d[h]));
+                    put_a_row16(ds_a, a_kbt, r, c0, d[h]);
                 }
                 pd[q] = bf16_pairs16(d[0], d[1]);
                 pp[q] = bf16_pairs16(p[0], p[1]);
             }
-            transpose16(pd);
-            transpose16(pp);
-            const size_t t = ((size_t)(c0 / 16) * t_kbt + s0 / 32) * BF16_TILE;
-            for (int j = 0; j < 16; j++) {
-                _mm512_storeu_si512(ds_t + t + j * 32, pd[j]);
-                _mm512_storeu_si512(p_t + t + j * 32, pp[j]);
-            }
+            put_t_tile(ds_t, t_kbt, s0, c0, pd);
+            put_t_tile(p_t, t_kbt, s0, c0, pp);
         }
 }
