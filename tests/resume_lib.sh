@@ -32,6 +32,27 @@ mtrain() { local w=$1 d=$2; shift 2; mpirun --oversubscribe --allow-run-as-root 
 # holds (status 0) or SECONDS have passed (status 1). The deadline is generous on purpose:
 # a loaded or slow machine only makes the wait longer, never the test fail.
 wait_for() { local end=$((SECONDS + $1)); shift; until eval "$1"; do [ $SECONDS -lt $end ] || return 1; sleep 0.05; done; }
+# step_runs OUT REF STEPS RUNNER [key=value...]: for each step k of `seq STEPS` ("1 10"),
+# step k alone, run by RUNNER (a command and its first words, e.g. "mtrain 2", called as
+# RUNNER DIR key=value...) in OUT/k from REF's state after step k-1 (REF ran with
+# ckpt.interval=1; a fresh start for k = 1: the same seed, the same initial weights).
+# tests/step_check.py then holds each against REF's step k: one step's rounding, not a
+# trajectory's chaos (tests/ref/README.md, "Why step by step").
+step_runs() {
+  local out=$1 ref=$2 steps=$3 k; local -a runner=($4); shift 4; mkdir -p "$out"
+  for k in $(seq $steps); do
+    local from=(); [ "$k" = 1 ] || from=(train.resume=$ref/checkpoints/step-$(printf %08d $((k - 1))))
+    "${runner[@]}" "$out/$k" "${from[@]}" train.stop_at=$k "$@" || fail "step $k alone (${runner[*]} $*): $(tail -20 "$out/$k.log")"
+  done
+}
+# step_check LABEL REF PATTERN STEPS --rho-grad X --rho-loss X --rho-norm X: tests/step_check.py,
+# its summary line (and every failing row)
+step_check() {
+  local out rc=0
+  out=$($PY tests/step_check.py "$@") || rc=$?
+  grep -E "FAIL|worst fraction" <<<"$out"
+  return $rc
+}
 # same_metrics A B [tol]: train records (loss, ce, z_loss, grad_norm, lr per step) equal
 # (exactly, or within relative tol), and each run has every step exactly once.
 same_metrics() {

@@ -197,8 +197,8 @@ if command -v mpirun >/dev/null && ldd "$OLMO" | grep libmpi >/dev/null; then
   [ "$n" -ge 1 ] || fail "no complete checkpoint after the rank died"
   [ -f $M/model.safetensors ] && fail "the 2-rank run finished before the kill"
   train $M ckpt.interval=2 || fail "1-rank resume after a rank died: $(tail -3 $M.log)"
-  same_metrics $A $M 1e-5 >/dev/null || fail "rank death + 1-rank resume: metrics differ"
-  echo "ok: MPI rank SIGKILLed: job stopped (exit $rc), checkpoints intact, 1 rank resumed (within 1e-5)"
+  same_metrics $A $M 0 >/dev/null || fail "rank death + 1-rank resume: metrics differ from the uninterrupted run"
+  echo "ok: MPI rank SIGKILLed: job stopped (exit $rc), checkpoints intact, 1 rank resumed (bitwise: 2 micro-batches per rank are W = 1's summation tree)"
 else
   echo "note: mpirun missing: rank-death case skipped"
 fi
