@@ -53,6 +53,18 @@ step_check() {
   grep -E "FAIL|worst fraction" <<<"$out"
   return $rc
 }
+# BF16TOL: a bf16 step against an fp32 one (or against another bf16 one whose fp32 sums ran
+# in another order) from the same state (step_check): loss and ce within 2^-9 = 1.95e-3
+# relative (bf16's unit roundoff: every matmul operand is rounded once, relative error <= 2^-9, and the loss is
+# the mean over 256 targets of terms whose errors take both signs, so first order it moves by
+# less than one operand rounding; measured <= 3e-5 on an AMD EPYC with AVX512_BF16), the
+# grad norm within sqrt(100) 2^-9 = 2e-2 (the path from the loss to layer 0's gradient rounds
+# about 100 matmul operands: per block ~22 in the backward (the MLP's 3 products, attention's
+# 4 and the projections' 4, two operands each) and the forward's activations, plus the LM
+# head's; each rounding at most 2^-9, independent roundings adding in quadrature; measured
+# <= 8.7e-3, on the bf16 -> fp32 resume). The gradients themselves are test_bf16's and
+# test_bf16_torch.py's. (The figures: tests/test_bf16_train.sh.)
+BF16TOL=(--rho-grad none --rho-loss 1.95e-3 --rho-norm 2e-2)
 # same_metrics A B [tol]: train records (loss, ce, z_loss, grad_norm, lr per step) equal
 # (exactly, or within relative tol), and each run has every step exactly once.
 same_metrics() {

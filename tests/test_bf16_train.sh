@@ -15,19 +15,9 @@
 #     (OLMO_BF16_ENGINE=avx512bf16, emulated) are deterministic the same way (threads, ranks,
 #     resume), and each of their steps is within the same bounds of fp32's from the same
 #     state; an unknown engine name is exit 2.
-# The bounds, per step from the same state: loss and ce within 2^-9 = 1.95e-3 relative (bf16's
-# unit roundoff: every matmul operand is rounded once, relative error <= 2^-9, and the loss is
-# the mean over 256 targets of terms whose errors take both signs, so first order it moves by
-# less than one operand rounding; measured <= 3e-5 on an AMD EPYC with AVX512_BF16), the
-# grad norm within sqrt(100) 2^-9 = 2e-2 (the path from the loss to layer 0's gradient rounds
-# about 100 matmul operands: per block ~22 in the backward (the MLP's 3 products, attention's
-# 4 and the projections' 4, two operands each) and the forward's activations, plus the LM
-# head's; each rounding at most 2^-9, independent roundings adding in quadrature; measured
-# <= 8.7e-3, on the bf16 -> fp32 resume). The gradients themselves are test_bf16's and
-# test_bf16_torch.py's.
+# The bounds per step from the same state: BF16TOL, tests/resume_lib.sh.
 source "$(dirname "$0")/resume_lib.sh"
 
-BF16TOL=(--rho-grad none --rho-loss 1.95e-3 --rho-norm 2e-2)
 # bf16_steps LABEL REF STEPS OUT RUNNER key=value...: each step of STEPS ("A B") in the other
 # precision from REF's state (step_runs), checked within the bounds above, and not bitwise
 # equal to REF's (the step really ran in another precision)

@@ -5,13 +5,15 @@
 #  1. tool_cuda_cp_exact: logits, loss sums and every parameter's gradient of CUDA C = 2
 #     and C = 4 against CUDA C = 1 at T = 256 (window 100 < T, document mask on, documents
 #     of 1..300 tokens crossing the chunks; head stride 1 and 2), and (fp32) against the
-#     CPU's context parallelism at the same C; two CUDA runs bitwise equal. Tolerances:
-#     max(1e-6, 2x the floor), the floor being CUDA C = 1 against the CPU's fp32 C = 1 (the
-#     same sums in other orders -- cuBLASLt and the flash tiles against OpenBLAS -- and in
-#     bf16 also bf16's rounding): CP is one more order of those sums (its SIMT attention's
-#     dot products and key order, the chunks' dK/dV partials summed in member order), so it
-#     must stay within what another order already gives. Measured on the emulator (fp32):
-#     gradients 1.6e-6 (C = 2), 1.8e-6 (C = 4) against a floor of 1.9e-6; logits 7.2e-7.
+#     CPU's context parallelism at the same C; two CUDA runs bitwise equal. CP computes the
+#     same sums in another order (its SIMT attention's dot products and key order, the
+#     chunks' dK/dV partials summed in member order), so the tolerances are derived bounds
+#     of a reordering (tests/tool_cuda_cp_exact.c): fp32: the loss sums 1e-6, the logits and
+#     each gradient 1e-5 of their max |ref| in every element; bf16: two bf16 runs are within
+#     twice the bf16 error E of one (the triangle inequality), E measured on the same step as
+#     CUDA C = 1 against the CPU's fp32 C = 1 (L2-relative). Measured on the emulator: fp32
+#     gradients 2.4e-6 (C = 2), 1.8e-6 (C = 4), logits 8.4e-7 and 9.4e-7 of max |ref|; bf16
+#     gradients 1.9e-2 against 2E = 7.3e-2, logits 1.0e-2 against 2.5e-2.
 #     Bitwise against C = 1 is not reachable: the attention of C = 1 is the flash kernels'
 #     tiles, CP's a chunk's own SIMT order, and the token sums of the weight gradients are
 #     split over the members.
