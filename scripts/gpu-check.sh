@@ -267,6 +267,9 @@ PRED=docs/gpu_cost_model.txt
 LOG=bench_ours run ops_bench 35 "$TOB" T=8192 reps=3 hbm="$HBM" predict="$PRED"
 noskip ops_bench bench_ours
 excerpt bench_ours "^MEASURE|^MEMORY|^cuda_ops_bench" 30
+# the counted model's attention with what it leaves out (mma.sync's ceiling, the softmax,
+# exposed load latency, pipe overlap) as a range, beside the MEASURE lines above
+python3 scripts/gpu_cost_range.py "$PRED" 2>&1 | grep -E "^  RANGE attn|^RANGE" | tee -a "$OUT/bench_ours.log" | sed 's/^ */  /' | tee -a "$S"
 
 # ---- 5. the shape: the 7B-shaped configurations whose plan fits this GPU, largest first.
 # `olmo info RECIPE --backend cuda` plans what cuda_model_create allocates (a recipe: the
