@@ -142,7 +142,9 @@ run() {
   else timeout -k 5 "$limit" "$@" >"$log" 2>&1 || rc=$?; fi
   local dt=$(( $(date +%s) - t0 ))
   local what=ok; [ $rc = 0 ] || what="FAILED rc=$rc"; [ $rc = 124 ] && what="TIMEOUT after ${limit}s"
-  note "[$name] $what (${dt}s)"
+  RUN_STATUS="[$name] $what (${dt}s)"
+  if [ $rc != 0 ] && [ "${OPTIONAL:-0}" = 1 ]; then return $rc; fi   # optional() decides what it was
+  note "$RUN_STATUS"
   [ $rc = 0 ] || FAILED+=("$name")
   return $rc
 }
@@ -365,13 +367,14 @@ rm -rf "$WORK"
 # attach or is not supported here is reported as unavailable
 optional() {
   local name=$1; shift
-  local before=${#FAILED[@]} rc=0
-  APPEND=1 run "$@" || rc=$?
-  [ $rc = 0 ] || [ $rc = 124 ] || [ $rc = 125 ] && return $rc
-  local why; why=$(grep -m1 -E "ERR_NVGPUCTRPERM|not supported|No kernels were profiled|Failed to (connect|attach|initialize|find)|Could not|permission|Unable to|Device not supported|==ERROR==" "$OUT/$LOG.log")
-  if [ -n "$why" ] && ! grep -qE "RACECHECK SUMMARY: [1-9]|ERROR SUMMARY: [1-9]" "$OUT/$LOG.log"; then
-    FAILED=("${FAILED[@]:0:$before}")
-    note "[$name] unavailable on this machine: $(echo "$why" | cut -c1-160)"
+  local rc=0
+  OPTIONAL=1 APPEND=1 run "$@" || rc=$?
+  [ $rc = 0 ] || [ $rc = 125 ] && return $rc
+  local why; why=$(sed -n '/^==== '"$name"': /,$p' "$OUT/$LOG.log" | grep -m1 -E "ERR_NVGPUCTRPERM|not supported|No kernels were profiled|Failed to (connect|attach|initialize|find)|Could not|permission|Unable to|Device not supported|==ERROR==")
+  if [ $rc != 124 ] && [ -n "$why" ] && ! sed -n '/^==== '"$name"': /,$p' "$OUT/$LOG.log" | grep -qE "RACECHECK SUMMARY: [1-9]|ERROR SUMMARY: [1-9]"; then
+    note "[$name] unavailable on this machine (rc=$rc): $(echo "$why" | cut -c1-160)"
+  else
+    note "$RUN_STATUS"; FAILED+=("$name")
   fi
   return $rc
 }
