@@ -4,11 +4,15 @@ project's attention kernels are measured against (scripts/gpu-check.sh prints bo
 
   python3 scripts/gpu_attn_sdpa.py [--T 8192] [--heads 32] [--head-dim 128] [--reps 3]
 
-B = 1, bf16, causal, flash backend only (torch.nn.attention.sdpa_kernel, or before torch 2.3
-torch.backends.cuda.sdp_kernel; fails, naming why, if flash is unavailable). One warm-up, then --reps timed runs between CUDA events:
-forward, and forward + backward (the backward alone is their difference). Prints
-SDPA attn_fwd_w<T> ms X and SDPA attn_bwd_w<T> ms Y, as cuda_ops_bench prints MEASURE
-lines. The sliding window (4096) is not in SDPA's flash path (a mask disables it), so only
+  python3 scripts/gpu_attn_sdpa.py ... --backends flash,cudnn
+
+B = 1, bf16, causal, one SDPA backend at a time (torch.nn.attention.sdpa_kernel, or before
+torch 2.3 torch.backends.cuda.sdp_kernel, which has no cuDNN switch): flash (the default) and
+cuDNN. One warm-up, then --reps timed runs between CUDA events: forward, and forward +
+backward (the backward alone is their difference). Prints SDPA attn_fwd_w<T> ms X and SDPA
+attn_bwd_w<T> ms Y per backend (the first backend's lines unmarked, as cuda_ops_bench prints
+MEASURE lines; later ones with the backend's name, e.g. SDPA-cudnn), or "SDPA <backend>
+unavailable: why" where torch cannot run it. The sliding window (4096) is not in SDPA's flash path (a mask disables it), so only
 the full causal layer is compared.
 """
 import argparse
@@ -21,16 +25,23 @@ def main():
     ap.add_argument('--heads', type=int, default=32)
     ap.add_argument('--head-dim', type=int, default=128)
     ap.add_argument('--reps', type=int, default=3)
+    ap.add_argument('--backends', default='flash', help='comma-separated: flash, cudnn')
     a = ap.parse_args()
     import torch
     if not torch.cuda.is_available():
         print('SKIP: no CUDA device for torch')
         return 0
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        flash_only = lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])
-    except ImportError:   # torch < 2.3
-        flash_only = lambda: torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False)
+    def only(name):
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError:   # torch < 2.3: flash only
+            if name != 'flash':
+                raise RuntimeError('this torch has no sdpa_kernel (needs 2.3+) for %s' % name)
+            return torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False)
+        b = {'flash': 'FLASH_ATTENTION', 'cudnn': 'CUDNN_ATTENTION'}[name]
+        if not hasattr(SDPBackend, b):
+            raise RuntimeError('this torch has no SDPBackend.%s' % b)
+        return sdpa_kernel([getattr(SDPBackend, b)])
     torch.manual_seed(0)
     shape = (1, a.heads, a.T, a.head_dim)
     q, k, v = (torch.randn(shape, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -56,12 +67,19 @@ def main():
         o = F(q, k, v, is_causal=True)
         o.backward(do)
 
-    with flash_only():
-        tf = timed(fwd)
-        tfb = timed(fwdbwd)
     pairs = a.heads * a.T * (a.T + 1) / 2
-    print('SDPA attn_fwd_w%d ms %.3f  %.1f TFLOP/s' % (a.T, tf, pairs * 4 * a.head_dim / (tf * 1e-3) / 1e12))
-    print('SDPA attn_bwd_w%d ms %.3f  %.1f TFLOP/s (5 matmuls: 10 D a pair)' % (a.T, tfb - tf, pairs * 10 * a.head_dim / ((tfb - tf) * 1e-3) / 1e12))
+    for i, name in enumerate(a.backends.split(',')):
+        tag = 'SDPA' if i == 0 else 'SDPA-' + name
+        try:
+            with only(name):
+                tf = timed(fwd)
+                tfb = timed(fwdbwd)
+        except Exception as e:   # a backend this torch or GPU lacks: said, the others still run
+            print('SDPA %s unavailable: %s: %s' % (name, type(e).__name__, (str(e).splitlines() or [''])[0][:200]))
+            continue
+        print('%s attn_fwd_w%d ms %.3f  %.1f TFLOP/s (%s)' % (tag, a.T, tf, pairs * 4 * a.head_dim / (tf * 1e-3) / 1e12, name))
+        print('%s attn_bwd_w%d ms %.3f  %.1f TFLOP/s (%s; 5 matmuls: 10 D a pair)'
+              % (tag, a.T, tfb - tf, pairs * 10 * a.head_dim / ((tfb - tf) * 1e-3) / 1e12, name))
     print('torch %s, %s' % (torch.__version__, torch.cuda.get_device_name()))
     return 0
 

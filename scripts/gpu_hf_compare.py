@@ -34,12 +34,16 @@ beta_slow, original_max_position_embeddings, attention_factor} and max_position_
 Exit 0 when the plain case passes and HF_YARN is a match or the known regression.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
 import traceback
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_rope_compat  # noqa: E402
 
 TOL_FP32 = 1e-4
 
@@ -116,7 +120,12 @@ def plain_case(a):
     subprocess.run([a.test_cuda, "dump", a.work, a.preset, str(a.T)], check=True)
     hf_dir = os.path.join(a.work, "hf")
     subprocess.run([a.olmo, "export-hf", os.path.join(a.work, "model.safetensors"), hf_dir], check=True)
-    V = AutoConfig.from_pretrained(hf_dir).vocab_size
+    hc = AutoConfig.from_pretrained(hf_dir)
+    V = hc.vocab_size
+    # transformers 5.x reads export-hf's rope_theta into rope_parameters: the theta it will
+    # use must be the one written (a silently defaulted theta would read as a kernel error)
+    print("hf config: %s" % hf_rope_compat.summary(hc))
+    hf_rope_compat.check_theta(hc, hf_rope_compat.rope_of(json.load(open(os.path.join(hf_dir, "config.json"))))["rope_theta"])
     tok = np.fromfile(os.path.join(a.work, "tokens.i32"), dtype=np.int32).reshape(2, a.T)
     out = {}
     for name, dt in (("hf_fp32", torch.float32), ("hf_bf16", torch.bfloat16)):
@@ -152,8 +161,8 @@ def yarn_case(a):
     hf_dir, tok = dump_yarn(a, work)
     model = load_hf(hf_dir, torch.float32)
     cfg = model.config
-    print("yarn: transformers %s, config rope_scaling %s, layer_types %s" %
-          (transformers.__version__, getattr(cfg, "rope_scaling", None), getattr(cfg, "layer_types", None)))
+    print("yarn: transformers %s, %s, layer_types %s" %
+          (transformers.__version__, hf_rope_compat.summary(cfg), getattr(cfg, "layer_types", None)))
     print("yarn: hf rotary embeddings: %s" % hf_rotary_summary(model))
     V = cfg.vocab_size
     hf = hf_logits(model, tok, V)
@@ -169,8 +178,9 @@ def selftest(a):
     """No GPU, no transformers: the YaRN case end to end (our dump, export-hf, the
     classification) with tests/ref/olmo_ref.py's float64 forward on the exported HF
     directory standing in for transformers: YaRN on the full layers (HF's formula flavor)
-    must read "match", on all layers "known regression", and a perturbed model "MISMATCH"."""
-    import json
+    must read "match", on all layers "known regression", and a perturbed model "MISMATCH".
+    The exported config.json is read through hf_rope_compat (export-hf writes the 4.x
+    layout; scripts/hf_rope_compat.py --selftest covers the 5.x ones)."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
     import olmo_ref as ref
@@ -180,7 +190,8 @@ def selftest(a):
     hc = json.load(open(os.path.join(hf_dir, "config.json")))
     P = {k: torch.from_numpy(np.ascontiguousarray(v)).double() for k, v in st.read(os.path.join(hf_dir, "model.safetensors")).items()}
     V = hc["vocab_size"]
-    rs = dict(hc["rope_scaling"])
+    rs = hf_rope_compat.rope_of(hc, "full_attention")   # any transformers layout
+    theta = rs.pop("rope_theta")
     ids = torch.from_numpy(tok.astype(np.int64))
 
     def standin(layer_types, flavor="hf"):
@@ -188,7 +199,7 @@ def selftest(a):
         ref.yarn_inv_freq = lambda D, th, r, f="olmo_core": old(D, th, r, flavor)
         try:
             cfg = ref.Config(n_heads=hc["num_attention_heads"], n_kv_heads=hc["num_key_value_heads"],
-                             head_dim=hc["head_dim"], rms_eps=hc["rms_norm_eps"], rope_theta=hc["rope_theta"],
+                             head_dim=hc["head_dim"], rms_eps=hc["rms_norm_eps"], rope_theta=theta,
                              n_layers=hc["num_hidden_layers"], layer_types=layer_types,
                              sliding_window=hc["sliding_window"], rope_scaling=rs)
             with torch.no_grad():

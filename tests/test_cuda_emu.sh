@@ -21,14 +21,17 @@
 #      CPU -> CUDA and CUDA -> CPU, determinism, in-loop device evaluation, host-MPI data
 #      parallelism, and NCCL ZeRO-1 on two emulated devices (W=2 vs W=1, a lost peer);
 #   3. tests/test_cuda_shard.sh: dist.shard grads and full over NCCL on 2 and 4 emulated
-#      devices (parity with the CPU, bitwise run to run and with ZeRO-1, a lost peer).
+#      devices (parity with the CPU, bitwise run to run and with ZeRO-1, a lost peer);
+#   4. scripts/gpu-check.sh's training-step parity: tool_parity_dump backend=cuda (fp32,
+#      bf16; 3 steps) against the float64 PyTorch reference (tests/ref/check_parity.py, the
+#      bf16 dump with --bf16).
 # The measured time of this test is in the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build-emu
 command -v python3 >/dev/null || { echo "FAIL: the emulation's nvcc stand-in needs python3"; exit 1; }
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_backend_ops $B/tests/test_cuemu $B/tests/test_cuemu_cost >"$log" 2>&1; then
+if ! make -s CUDA_EMU=1 BUILD=$B -j"$(nproc)" $B/olmo $B/tests/test_cuda $B/tests/test_cuda_attention $B/tests/test_backend_ops $B/tests/test_cuemu $B/tests/test_cuemu_cost $B/tests/tool_parity_dump >"$log" 2>&1; then
   grep -v "pragma unroll" "$log" | tail -40
   echo "FAIL: the emulated build (make CUDA_EMU=1 BUILD=$B) failed"
   exit 1
@@ -52,4 +55,12 @@ OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=2 OLMO_TEST_NCCL_RANKS=2 bash tests/test_c
 t2=$(date +%s)
 OLMO_BIN="$PWD/$B/olmo" CUEMU_DEVICES=4 OLMO_TEST_NCCL_RANKS=4 bash tests/test_cuda_shard.sh
 t3=$(date +%s)
-echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s, test_cuda_shard.sh $((t3 - t2)) s"
+pd=$(mktemp -d); trap 'rm -f "$log"; rm -rf "$pd"' EXIT
+for prec in fp32 bf16; do
+  $B/tests/tool_parity_dump "$pd/$prec" backend=cuda precision=$prec steps=3 >/dev/null
+  out=$(/usr/bin/python3 tests/ref/check_parity.py "$pd/$prec" $([ $prec = bf16 ] && echo --bf16)) ||
+    { echo "$out"; echo "FAIL: the CUDA backend's $prec steps against the reference"; exit 1; }
+  echo "== parity of the CUDA backend's $prec steps with the reference: $(tail -2 <<<"$out" | tr '\n' ' ')"
+done
+t4=$(date +%s)
+echo "test_cuda_emu.sh: test_cuda $((t1 - t0)) s, test_cuda.sh $((t2 - t1)) s, test_cuda_shard.sh $((t3 - t2)) s, parity $((t4 - t3)) s"

@@ -8,6 +8,11 @@
 // Long-context keys: rope_scaling=yarn (YaRN on the full layers, rope_factor,
 // rope_beta_fast, rope_beta_slow, rope_original_context), document_mask=1 with eos_id=N
 // (then about one token in 8 of the random batches is replaced by that EOS).
+// backend=cuda precision=fp32|bf16: the same dump from the CUDA backend (its logits, every
+// step through train_step_on on the device, the gradient, parameters and Adam moments
+// downloaded after each): scripts/gpu-check.sh's one-step parity against the reference
+// (check_parity.py, --bf16 for the bf16 mode's tolerances). Without a device: "SKIP: ...",
+// exit 0. The default (backend=cpu) is the CPU path it always was.
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include "util/blas_core.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "train/backend.h"
 #include "train/backend_cpu.h"
 #include "train/step.h"
 #include "util/common.h"
@@ -64,7 +70,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: tool_parity_dump OUTDIR [z_loss=X max_grad_norm=X schedule=S micro_batch=N steps=N lr=X seed=N "
                         "rope_scaling=yarn rope_factor=X rope_beta_fast=X rope_beta_slow=X rope_original_context=N "
-                        "document_mask=0|1 eos_id=N]\n");
+                        "document_mask=0|1 eos_id=N backend=cpu|cuda precision=fp32|bf16]\n");
         return 2;
     }
     const char *out = argv[1];
@@ -77,6 +83,7 @@ int main(int argc, char **argv) {
     char sched[16] = "cosine";
     unsigned long long seed = 1234;
     RopeScaling yarn = {ROPE_SCALING_YARN, 8.0, 32.0, 1.0, 8192};
+    char backend[16] = "cpu", precision[16] = "";
     for (int i = 2; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) die_input("bad argument '%s' (expected key=value)", argv[i]);
@@ -96,11 +103,26 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "rope_original_context")) yarn.original_context = atoi(v);
         else if (!strcmp(k, "document_mask")) cfg.document_mask = atoi(v);
         else if (!strcmp(k, "eos_id")) cfg.eos_id = atoi(v);
+        else if (!strcmp(k, "backend")) snprintf(backend, sizeof backend, "%s", v);
+        else if (!strcmp(k, "precision")) snprintf(precision, sizeof precision, "%s", v);
         else die_input("unknown key '%s'", k);
     }
     if (cfg.rope_scaling.type == ROPE_SCALING_YARN) cfg.rope_scaling = yarn;
     const char *cerr = model_config_check(&cfg);
     if (cerr) die_input("%s", cerr);
+    const int on_cpu = !strcmp(backend, "cpu");
+    const BackendIface *impl = NULL;
+    Precision prec = PRECISION_FP32;
+    if (!on_cpu) {
+        char err[512];
+        if (backend_resolve(backend, precision, &impl, &prec, err, sizeof err) != 0) {
+            if (!strcmp(backend, "cuda") && strstr(err, "no CUDA device")) {
+                printf("SKIP: %s\n", err);
+                return 0;
+            }
+            die_input("%s", err);
+        }
+    } else if (*precision && strcmp(precision, "fp32")) die_input("backend=cpu: precision=%s (only fp32)", precision);
     mkdir_p(out);
 
     Model m;
@@ -130,10 +152,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/batch.safetensors", out);
     if (st_write(path, bw, 2, NULL) != 0) die("cannot write %s", path);
 
-    // Step-0 logits over the whole global batch (forward only).
     float *logits = xmalloc(sizeof(float) * per * cfg.padded_vocab);
-    model_forward_backward(&m, inputs, labels, GB, T, (float)z_loss, 1.0f, NULL, logits, NULL);
-
     TrainCore tc = {0};
     tc.model = &m;
     adamw_init(&tc.opt, &m.table, b1, b2, eps, wd, 0);
@@ -145,13 +164,26 @@ int main(int argc, char **argv) {
     tc.sched.warmup = warmup;
     tc.sched.max_steps = steps;
     tc.sched.alpha_f = alpha_f;
+    // Step-0 logits over the whole global batch (forward only).
+    Backend *be = NULL;
+    if (on_cpu) model_forward_backward(&m, inputs, labels, GB, T, (float)z_loss, 1.0f, NULL, logits, NULL);
+    else {
+        char err[512];
+        be = backend_create(impl, prec, &tc, GB, T, RECOMPUTE_AUTO, err, sizeof err);
+        if (!be) die("backend_create: %s", err);
+        backend_sync_from_host(be, &tc);
+        backend_forward_backward(be, &tc, inputs, labels, GB, T, (float)z_loss, 1.0f, NULL, logits, NULL);
+    }
     size_t total = m.table.total;
     float *state = xmalloc(sizeof(float) * total * STATE_KINDS * (size_t)steps);
     const float *grads0 = state + STATE_GRAD * total;
     cJSON *metrics = cJSON_CreateArray();
     for (int st = 0; st < steps; st++) {
         float *at = state + (size_t)st * STATE_KINDS * total;
-        StepResult r = cpu_train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, at + STATE_GRAD * total);
+        StepResult r = on_cpu ? cpu_train_step(&tc, inputs + per * st, labels + per * st, GB, MB, T, st + 1, at + STATE_GRAD * total)
+                              : train_step_on(backend_step_device(be), inputs + per * st, labels + per * st, GB, MB, T,
+                                              st + 1, at + STATE_GRAD * total);
+        if (be) backend_sync_to_host(be, &tc, 1);   // parameters, m and v after the step
         memcpy(at + STATE_PARAM * total, m.params, sizeof(float) * total);
         memcpy(at + STATE_M * total, tc.opt.m, sizeof(float) * total);
         memcpy(at + STATE_V * total, tc.opt.v, sizeof(float) * total);
@@ -227,6 +259,7 @@ int main(int argc, char **argv) {
     char *cj = cJSON_Print(c);
     snprintf(path, sizeof path, "%s/config.json", out);
     write_file_atomic(path, cj, strlen(cj));
-    printf("wrote %s (loss step1 %.6f)\n", out, cJSON_GetObjectItem(cJSON_GetArrayItem(metrics, 0), "loss")->valuedouble);
+    if (be) backend_free(be);
+    printf("wrote %s (%s%s%s, loss step1 %.6f)\n", out, backend, on_cpu ? "" : " ", on_cpu ? "" : (prec == PRECISION_BF16 ? "bf16" : "fp32"), cJSON_GetObjectItem(cJSON_GetArrayItem(metrics, 0), "loss")->valuedouble);
     return 0;
 }
