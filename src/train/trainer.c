@@ -279,6 +279,9 @@ static void run_loop(Run *u, Loop *lp) {
             g_stop = 1;
         }
         ckpt_save_poll(u, 0);   // a sharded write in the background: published once every rank is done
+        // A lock taken over by another run (this one was frozen past its lease): nothing more written.
+        if (dist_any(u->rank == 0 && run_lock_lost()))
+            fail_all(u->rank, 2, "run_dir's lock was taken over by another run: stopped without a checkpoint");
         if (dist_any(g_stop)) {
             lp->stopped = 1;
             break;
