@@ -20,6 +20,7 @@
 
 #include "dist/dist.h"
 #include "dist/dist_cp.h"
+#include "dist/dist_watch.h"
 #include "io/params_io.h"
 #include "io/run_lock.h"
 #include "model/limits.h"
@@ -363,6 +364,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
                                   lo, hi, u->tc.sworld, u->tc.bounds, u->rank < u->tc.sworld);
     }
     run_check_shared(u);   // a run_dir rank 0 created just now
+    if (dist_any(dist_watch_start(r->run_dir, u->rank, u->W, u->msg, sizeof u->msg) != 0)) fail_all(u->rank, 2, u->msg);
     run_eval_open(u);
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
     run_eval_if(u, u->ev && u->start_step == 0, 0);
