@@ -6,8 +6,7 @@
 static void *run(void *p) {
     Ticker *t = p;
     pthread_mutex_lock(&t->mu);
-    int first = t->running == 2;   // 2: tick before the first wait
-    t->running = 1;
+    int first = t->now;   // tick before the first wait
     while (!t->stop) {
         if (!first) {
             struct timespec ts;   // the condition variable's clock: CLOCK_REALTIME
@@ -29,7 +28,7 @@ int ticker_start(Ticker *t, double period, int now, int (*tick)(void *), void *a
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     t->period = period, t->tick = tick, t->arg = arg, t->stop = 0;
-    t->running = now ? 2 : 1;
+    t->now = now, t->running = 1;
     if (pthread_create(&t->thread, NULL, run, t) != 0) {
         t->running = 0;
         return -1;

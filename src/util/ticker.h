@@ -13,7 +13,7 @@ typedef struct {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stop, running;
+    int now, stop, running;   // running: set and read by the starting thread only
 } Ticker;
 
 // 0 with the thread started (its first tick after one period, unless `now`); -1 when it
