@@ -9,7 +9,8 @@
 # `btl_tcp_if_include` / `oob_tcp_if_include` on the veth subnet; the filesystem is shared
 # (as NFS on a cluster). The commands are docs/cluster.md's hostfile form.
 #  1. W=2 by node and W=4 by slot over both hosts: the placement line names both hosts;
-#     weights bitwise equal to W=1.
+#     weights bitwise equal to W=1. A run_dir or data file hostb does not share (a tmpfs or a
+#     shorter file mounted there) stops the run with exit 2 naming rank 1 and hostb.
 #  2. the lease (io/run_lock.h): a second olmo train on the live run_dir from the other host
 #     is refused; every process SIGKILLed (a crash), the same command with rank 0 on the other
 #     host and at W=4 takes the expired lock over and resumes bitwise.
@@ -63,6 +64,8 @@ cat > "$TMP/agent.sh" <<SH
 #!/bin/sh
 h="\$1"; shift
 case "\$h" in hosta) ns=$A ;; hostb) ns=$B ;; *) echo "agent: no host \$h" >&2; exit 98 ;; esac
+# ONLY_ON_HOSTB: what hostb's disk differs in (run in its private mount namespace)
+[ \$h = hostb ] && [ -n "\${ONLY_ON_HOSTB:-}" ] && exec ip netns exec \$ns unshare --uts sh -c "hostname \$h; \$ONLY_ON_HOSTB || exit 97; exec \$*"
 exec ip netns exec \$ns unshare --uts sh -c "hostname \$h; exec \$*"
 SH
 chmod +x "$TMP/agent.sh"
@@ -106,6 +109,26 @@ grep -qx "placement: 4 ranks on 2 hosts | hosta: ranks 0-1 (local 0-1) | hostb: 
 for d in w2 w4; do cmp $TMP/one/model.safetensors $TMP/$d/model.safetensors || fail "$d: weights differ from W=1"; done
 no_leftovers "W=2 and W=4"
 echo "ok two hosts: W=2 by node and W=4 by slot, placement on both hosts, weights bitwise equal to W=1"
+
+# What the hosts must share. hostb mounts an empty tmpfs over the runs' parent: it sees a
+# run_dir of its own; then hostb reads a shorter file under the data's name.
+mkdir -p $TMP/runs $TMP/data
+cp $TMP/tok.npy $TMP/data/tok.npy
+head -c 120000 $TMP/tok.npy > $TMP/half.npy
+set +e
+ONLY_ON_HOSTB="mount -t tmpfs none $TMP/runs" job hosta ab 2 $TMP/runs/x --map-by node "${P[@]}" data.paths=$TMP/data/tok.npy
+rc=$?
+ONLY_ON_HOSTB="mount --bind $TMP/half.npy $TMP/data/tok.npy" job hosta ab 2 $TMP/dd --map-by node "${P[@]}" data.paths=$TMP/data/tok.npy
+rc2=$?
+set -e
+[ $rc != 0 ] && grep -q "error: rank 1 on host hostb does not see the run_dir rank 0 sees: $TMP/runs/x " $TMP/runs/x.log \
+  || fail "run_dir not shared: exit $rc: $(grep -v '^step' $TMP/runs/x.log | tail -5)"
+[ -e $TMP/runs/x/model.safetensors ] && fail "run_dir not shared: a model was written"
+[ $rc2 != 0 ] && grep -q "error: rank 1 on host hostb reads other data than rank 0: dataset fingerprint" $TMP/dd.log \
+  || fail "data not shared: exit $rc2: $(tail -5 $TMP/dd.log)"
+[ -e $TMP/dd ] && fail "data not the same: run_dir $TMP/dd was created"
+no_leftovers "the sharing checks"
+echo "ok two hosts: a run_dir or data hostb does not share stops the run naming rank 1 and hostb"
 
 # The longer run of parts 2 and 3 (a step line each step, checkpoints every 5 steps) and its
 # uninterrupted result.
