@@ -75,7 +75,7 @@ printf 'hostb slots=2\nhosta slots=2\n' > "$TMP/ba"
 # agent in place of ssh. Two networks, as on a cluster: the daemons' (oob_tcp_if_include,
 # with keepalives so that mpirun notices a lost daemon in 2 + 3 x 1 s) and the ranks' MPI
 # traffic (btl_tcp_if_include).
-export OLMO_RUN_LEASE=2 OLMO_DIST_TIMEOUT=4
+export OLMO_RUN_LEASE=2 OLMO_DIST_TIMEOUT=600   # part 4: 4 s (a loaded machine may hold a collective for seconds)
 MPI=(--allow-run-as-root --bind-to none -x PATH -x OMP_NUM_THREADS=1 -x OLMO_RUN_LEASE -x OLMO_DIST_TIMEOUT
      --mca plm_rsh_agent "$TMP/agent.sh" --mca btl tcp,self
      --mca btl_tcp_if_include $DATA.0/24 --mca oob_tcp_if_include $NET.0/24
@@ -184,6 +184,7 @@ done
 # 4. the MPI network cut mid-run (the daemons' network still up), and a host lost (hostb
 # frozen, both networks cut). A run that would take minutes; OLMO_DIST_TIMEOUT=4.
 L=(train.global_batch=8 train.micro_batch=1 train.max_steps=100000 ckpt.interval=0 train.log_every=1)
+export OLMO_DIST_TIMEOUT=4
 for fault in link host; do
   F=$TMP/$fault
   job hosta ab 2 $F --map-by node "${L[@]}" &
