@@ -24,6 +24,7 @@ static struct {
     int lease;
     Ticker renewer;
     atomic_int lost;
+    atomic_llong seen_ms;   // monotonic ms when the file last held our line
 } g;
 
 // A lock file as read: its fields (lease 0 when the file predates leases), its first line and
@@ -60,26 +61,41 @@ static int read_holder(const char *path, Holder *h) {
     return 0;
 }
 
-// The renewing thread's tick (every lease/4 seconds): check that the file still holds our
-// line and set its modification time to now; a lock taken over or removed is lost for good.
-static int renew(void *arg) {
-    (void)arg;
+// 0 when the file still holds our line (and when it was last seen so); 1 when it does not: the
+// lock was taken over or removed, lost for good (the message printed once).
+static int verify(void) {
     Holder h;
     const int gone_file = read_holder(g.path, &h) != 0;
-    if (gone_file || strcmp(h.line, g.line) != 0) {
-        h.line[strcspn(h.line, "\n")] = 0;
-        fprintf(stderr, "olmo: error: the run lock %s is no longer this run's (%s%s%s): another run took it over "
-                        "after this one missed its lease of %d s, or it was removed; stopping without writing "
-                        "more\n", g.path, gone_file ? "it is gone" : "it now reads \"", gone_file ? "" : h.line,
-                gone_file ? "" : "\"", g.lease);
-        atomic_store(&g.lost, 1);
-        return 1;
+    if (!gone_file && !strcmp(h.line, g.line)) {
+        atomic_store(&g.seen_ms, (long long)(monotonic() * 1000));
+        return 0;
     }
+    if (atomic_exchange(&g.lost, 1)) return 1;
+    h.line[strcspn(h.line, "\n")] = 0;
+    fprintf(stderr, "olmo: error: the run lock %s is no longer this run's (%s%s%s): another run took it over after "
+                    "this one missed its lease of %d s, or it was removed; stopping without writing more\n",
+            g.path, gone_file ? "it is gone" : "it now reads \"", gone_file ? "" : h.line, gone_file ? "" : "\"",
+            g.lease);
+    return 1;
+}
+
+// The renewing thread's tick (every lease/4 seconds): still ours? then the modification time
+// set to now.
+static int renew(void *arg) {
+    (void)arg;
+    if (verify()) return 1;
     utimensat(AT_FDCWD, g.path, NULL, 0);
     return 0;
 }
 
-int run_lock_lost(void) { return atomic_load(&g.lost); }
+// Also checked here, at once, when the lock was last seen ours more than half a lease ago: a
+// process stopped past its lease (SIGSTOP, a suspended job) learns it at its first step
+// after waking, before the renewing thread's next tick, and writes no checkpoint meanwhile.
+int run_lock_lost(void) {
+    if (atomic_load(&g.lost)) return 1;
+    if (!g.path[0] || monotonic() * 1000 - atomic_load(&g.seen_ms) <= g.lease * 500.0) return 0;
+    return verify();
+}
 
 void run_lock_release(void) {
     if (!g.path[0]) return;
@@ -179,6 +195,7 @@ static void start_renewing(const char *path, int lease) {
     snprintf(g.path, sizeof g.path, "%s", path);
     g.lease = lease;
     atomic_store(&g.lost, 0);
+    atomic_store(&g.seen_ms, (long long)(monotonic() * 1000));
     ticker_start(&g.renewer, lease / 4.0, 0, renew, NULL);   // without it the lease expires: another host may take over
     static int registered;
     if (!registered) atexit(run_lock_release), registered = 1;
