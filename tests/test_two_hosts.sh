@@ -27,13 +27,16 @@ source tests/resume_lib.sh
 command -v mpirun >/dev/null || fail "mpirun not installed (scripts/deps.sh installs openmpi-bin)"
 A=olmo51a$$ B=olmo51b$$ VA=v51a$$ VB=v51b$$ DA=d51a$$ DB=d51b$$
 NET=10.251.$(($$ % 250)) DATA=10.252.$(($$ % 250))
-cleanup() {
+cleanup() {   # every step tried, whatever fails; the test's own status kept
+  local rc=$?
+  set +e
   for n in $A $B; do
     for p in $(ip netns pids $n 2>/dev/null); do kill -CONT $p 2>/dev/null; kill -KILL $p 2>/dev/null; done
     ip netns del $n 2>/dev/null
     rm -rf /etc/netns/$n
   done
   rm -rf "$TMP"
+  exit $rc
 }
 trap cleanup EXIT
 trap 'exit 143' TERM HUP INT   # a killed test cleans up too (the EXIT trap runs on exit)
