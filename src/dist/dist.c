@@ -2,6 +2,7 @@
 // are MPI calls; without it, or when the process was not started by mpirun, the world
 // is one rank and each collective is the identity.
 #include "dist/dist.h"
+#include "dist/dist_watch.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,14 @@
 #ifdef OLMO_MPI
 #include <mpi.h>
 #endif
+
+// A blocking collective under olmo.c's own deadline (dist_watch.h).
+#define WATCHED(what, call) \
+    do { \
+        dist_watch_enter(what); \
+        call; \
+        dist_watch_leave(); \
+    } while (0)
 
 static int g_init, g_mpi, g_rank, g_world = 1, g_local_rank;
 // The shard group (dist_shard_group): the collectives over `bounds` run among the g_sworld
@@ -66,6 +75,7 @@ void dist_init(void) {
 }
 
 void dist_finalize(void) {
+    dist_watch_stop();
 #ifdef OLMO_MPI
     if (g_scomm != MPI_COMM_NULL) MPI_Comm_free(&g_scomm);
     if (g_rcomm != MPI_COMM_NULL) MPI_Comm_free(&g_rcomm);
@@ -81,7 +91,7 @@ int dist_is_mpi(void) { return g_mpi; }
 
 void dist_barrier(void) {
 #ifdef OLMO_MPI
-    if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
+    if (g_mpi) WATCHED("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD));
 #endif
 }
 
@@ -90,12 +100,14 @@ void dist_barrier_quiet(void) {
     if (!g_mpi || g_world == 1) return;
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    dist_watch_enter("MPI_Ibarrier");
     for (int done = 0;;) {
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (done) break;
         struct timespec ts = {0, 1000000};   // 1 ms: a waiting rank leaves its cores to the others
         nanosleep(&ts, NULL);
     }
+    dist_watch_leave();
 #endif
 }
 
@@ -180,7 +192,7 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size
                 rcnt[j] = (int)c;
                 rdsp[j] = (int)(c * (size_t)j);
             }
-            MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, SCOMM);
+            WATCHED("MPI_Alltoallv", MPI_Alltoallv(local, scnt, sdsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, SCOMM));
             sum = tree_sum(recv, c, W);
         }
         // HSDP: the groups' sums of this piece, gathered in group order and summed in the
@@ -188,7 +200,7 @@ void dist_reduce_scatter(const float *local, float *shard_out, float *recv, size
         if (g_nrep > 1) {
             float *mine = recv + c * (size_t)(g_rank / g_sworld);   // in place: my group's slot
             if (sum != mine) memmove(mine, sum, sizeof(float) * c);
-            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)c, MPI_FLOAT, g_rcomm);
+            WATCHED("MPI_Allgather", MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)c, MPI_FLOAT, g_rcomm));
             sum = tree_sum(recv, c, g_nrep);
         }
         if (c) memcpy(shard_out + o, sum, sizeof(float) * c);
@@ -212,7 +224,7 @@ double dist_sumsq_gather(double *part, const size_t *bounds) {
             dsp[i] = (int)a;
             cnt[i] = (int)(b - a);
         }
-        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, part, cnt, dsp, MPI_DOUBLE, SCOMM);
+        WATCHED("MPI_Allgatherv", MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, part, cnt, dsp, MPI_DOUBLE, SCOMM));
         free(cnt);
     }
 #endif
@@ -243,7 +255,7 @@ void dist_gather_range(const float *mine, float *full, size_t lo, size_t hi, con
     if (g_rank >= g_sworld) return;   // HSDP: group 0 (rank 0's) holds every shard; the others are replicas
     int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
     range_counts(bounds, lo, hi, cnt, dsp);
-    MPI_Gatherv(mine, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM);
+    WATCHED("MPI_Gatherv", MPI_Gatherv(mine, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM));
     free(cnt);
 #else
     (void)mine, (void)full, (void)lo, (void)hi, (void)bounds;
@@ -255,7 +267,7 @@ void dist_allgather_shards(float *buf, const size_t *bounds) {
 #ifdef OLMO_MPI
     int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
     counts_of(bounds, cnt, dsp);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, SCOMM);
+    WATCHED("MPI_Allgatherv", MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, SCOMM));
     free(cnt);
 #else
     (void)buf, (void)bounds;
@@ -271,7 +283,7 @@ void dist_gather_shards(const float *shard, float *full, const size_t *bounds) {
     if (g_rank >= g_sworld) return;   // HSDP: group 0 holds every shard
     int *cnt = xmalloc(sizeof(int) * 2 * (size_t)g_sworld), *dsp = cnt + g_sworld;
     counts_of(bounds, cnt, dsp);
-    MPI_Gatherv(shard, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM);
+    WATCHED("MPI_Gatherv", MPI_Gatherv(shard, cnt[g_srank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, SCOMM));
     free(cnt);
 #endif
 }
@@ -282,7 +294,7 @@ void dist_allgather_doubles(const double *mine, int k, double *all) {
         return;
     }
 #ifdef OLMO_MPI
-    MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD);
+    WATCHED("MPI_Allgather", MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD));
 #endif
 }
 
@@ -292,7 +304,7 @@ void dist_allgather_bytes(const void *mine, int k, void *all) {
         return;
     }
 #ifdef OLMO_MPI
-    MPI_Allgather(mine, k, MPI_BYTE, all, k, MPI_BYTE, MPI_COMM_WORLD);
+    WATCHED("MPI_Allgather", MPI_Allgather(mine, k, MPI_BYTE, all, k, MPI_BYTE, MPI_COMM_WORLD));
 #endif
 }
 
@@ -300,7 +312,7 @@ long dist_sum_long(long x) {
 #ifdef OLMO_MPI
     if (g_world > 1) {
         long y;
-        MPI_Allreduce(&x, &y, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        WATCHED("MPI_Allreduce", MPI_Allreduce(&x, &y, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
         return y;
     }
 #endif
@@ -311,7 +323,7 @@ int dist_any(int flag) {
 #ifdef OLMO_MPI
     if (g_world > 1) {
         int y, f = flag != 0;
-        MPI_Allreduce(&f, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        WATCHED("MPI_Allreduce", MPI_Allreduce(&f, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         return y;
     }
 #endif
@@ -322,7 +334,7 @@ void dist_bcast(void *buf, size_t bytes, int root) {
 #ifdef OLMO_MPI
     if (g_world > 1) {
         if (bytes > INT32_MAX) die("dist_bcast: %zu bytes too large", bytes);
-        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+        WATCHED("MPI_Bcast", MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
     }
 #else
     (void)buf, (void)bytes, (void)root;
@@ -381,7 +393,7 @@ DistReq *dist_iallgather_range(float *buf, size_t lo, size_t hi, const size_t *b
 void dist_wait(DistReq *q) {
     if (!q) return;
 #ifdef OLMO_MPI
-    MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+    WATCHED("MPI_Wait", MPI_Wait(&q->req, MPI_STATUS_IGNORE));
     free(q->cnt);
 #endif
     free(q);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "dist/dist_watch.h"
 #include "util/common.h"
 
 #ifdef OLMO_MPI
@@ -73,7 +74,9 @@ void dist_cp_allgather_rows(const float *local, int ld, int w, int T, float *glo
     reserve((size_t)n * C);
     for (int r = 0; r < 2 * ch; r++) memcpy(g_send + (size_t)r * w, local + (size_t)r * ld, sizeof(float) * w);
 #ifdef OLMO_MPI
+    dist_watch_enter("MPI_Allgather (context parallelism)");
     MPI_Allgather(g_send, n, MPI_FLOAT, g_recv, n, MPI_FLOAT, g_comm);
+    dist_watch_leave();
 #else
     memcpy(g_recv, g_send, sizeof(float) * n);
 #endif
@@ -95,7 +98,9 @@ void dist_cp_reduce_scatter_rows(const float *global, int T, int w, float *local
             memcpy(g_send + (size_t)m * n + (size_t)c * ch * w, global + (size_t)st[c] * w, sizeof(float) * ch * w);
     }
 #ifdef OLMO_MPI
+    dist_watch_enter("MPI_Alltoall (context parallelism)");
     MPI_Alltoall(g_send, n, MPI_FLOAT, g_recv, n, MPI_FLOAT, g_comm);
+    dist_watch_leave();
 #else
     memcpy(g_recv, g_send, sizeof(float) * n);
 #endif

@@ -9,7 +9,8 @@
 // run_finish); what each step does beyond the loop lives beside it, on the one Run of
 // run.h: resume.c (train.resume, train.load_path), ckpt_save.c (checkpoints), runlog.c
 // (MFU, banner, step line), train_eval.c (in-loop evaluation, memorization alarm).
-// SIGTERM / SIGINT / SIGUSR1 (what mpirun forwards): finish the step, checkpoint, exit 0.
+// SIGTERM / SIGHUP / SIGINT / SIGUSR1 (SIGUSR1: what mpirun forwards; scripts/olmo-mpirun turns
+// mpirun's SIGTERM/SIGHUP into it): finish the step, checkpoint, exit 0.
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #include "dist/dist.h"
 #include "dist/dist_cp.h"
+#include "dist/dist_watch.h"
 #include "io/params_io.h"
 #include "io/run_lock.h"
 #include "model/limits.h"
@@ -279,6 +281,9 @@ static void run_loop(Run *u, Loop *lp) {
             g_stop = 1;
         }
         ckpt_save_poll(u, 0);   // a sharded write in the background: published once every rank is done
+        // A lock taken over by another run (this one was frozen past its lease): nothing more written.
+        if (dist_any(u->rank == 0 && run_lock_lost()))
+            fail_all(u->rank, 2, "run_dir's lock was taken over by another run: stopped without a checkpoint");
         if (dist_any(g_stop)) {
             lp->stopped = 1;
             break;
@@ -341,6 +346,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
     u->r = r;
     u->recipe_path = recipe_path;
     u->rank = dist_rank(), u->W = dist_world();
+    catch_stop_signals();   // from the start: SIGUSR1's default action would kill a rank not yet listening
     run_plan(u);
     run_open_inputs(u);
     run_create_model(u);
@@ -358,7 +364,7 @@ int train_run(const Recipe *r, const char *recipe_path) {
                                   lo, hi, u->tc.sworld, u->tc.bounds, u->rank < u->tc.sworld);
     }
     run_check_shared(u);   // a run_dir rank 0 created just now
-    catch_stop_signals();
+    if (dist_any(dist_watch_start(r->run_dir, u->rank, u->W, u->msg, sizeof u->msg) != 0)) fail_all(u->rank, 2, u->msg);
     run_eval_open(u);
     // Evaluation hook 1/3: before training (fresh runs only; a resumed run had it).
     run_eval_if(u, u->ev && u->start_step == 0, 0);
