@@ -29,6 +29,7 @@
 #include "io/params_io.h"
 #include "io/safetensors.h"
 #include "model/config_json.h"
+#include "model/limits.h"
 #include "recipe/recipe.h"
 #include "util/common.h"
 
@@ -328,6 +329,8 @@ out:
     return rc;
 }
 
+#define MAX_SHARDS 256   // shard files of one HF directory
+
 // ---- CKPT resolution --------------------------------------------------------------------------
 int model_file_check(const char *path, char *err, size_t errlen) {
     struct stat st;
@@ -340,6 +343,19 @@ int model_file_check(const char *path, char *err, size_t errlen) {
     for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
     const uint64_t size = (uint64_t)st.st_size;
     if (got == sizeof b && n >= 2 && n <= size - 8 && b[8] == '{') return 0;
+    if (got >= 8 && !memcmp(b, "GGUF", 4)) {   // llama.cpp's format: magic, then a uint32 version
+        snprintf(err, errlen, "%s is a GGUF file (llama.cpp's format, version %u), not a checkpoint olmo.c reads: run it "
+                 "with llama.cpp (llama-cli -m %s), or give olmo.c the HF directory or checkpoint it was exported "
+                 "from (olmo export-gguf writes GGUF; nothing reads it back)", path,
+                 (unsigned)(b[4] | b[5] << 8 | b[6] << 16 | (unsigned)b[7] << 24), path);
+        return -1;
+    }
+    if (got >= 6 && !memcmp(b, "\x93NUMPY", 6)) {
+        snprintf(err, errlen, "%s is a NumPy .npy array, not a checkpoint: olmo.c's token files are raw uint32 "
+                 "(OLMo-core's memmaps, no .npy header); give a run directory, a checkpoint directory, a "
+                 "model.safetensors or an HF directory", path);
+        return -1;
+    }
     if (size % 4 == 0 && size > 0)
         snprintf(err, errlen, "%s is not a checkpoint: it has no safetensors header (its first 8 bytes give %llu, the "
                  "file has %llu bytes); it looks like a token file (raw uint32, %llu tokens, as `olmo prepare` writes). "
@@ -390,6 +406,38 @@ static int config_from_recipe(const char *recipe, ModelSource *s) {
     return 0;
 }
 
+// A safetensors file whose shape nothing next to it gives: when config.json or
+// model.safetensors.index.json is beside it, it is (one shard of) an HF directory, which is
+// what to pass; else the shape is unknown. Always -1 with the message.
+static int shard_of_hf_dir(const char *p, const char *d, char *err, size_t errlen) {
+    char cj[4700], ix[4700], listed[64] = "";
+    snprintf(cj, sizeof cj, "%s/config.json", d);
+    snprintf(ix, sizeof ix, "%s/model.safetensors.index.json", d);
+    cJSON *o = is_file(ix) ? parse_json_file(ix, err, errlen) : NULL;
+    const cJSON *wm = o ? cJSON_GetObjectItemCaseSensitive(o, "weight_map") : NULL, *e;
+    const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+    int in_index = 0, nfiles = 0;
+    char seen[MAX_SHARDS][256];
+    cJSON_ArrayForEach(e, wm) {
+        if (!cJSON_IsString(e)) continue;
+        if (!strcmp(e->valuestring, base)) in_index = 1;
+        int k = 0;
+        while (k < nfiles && strcmp(seen[k], e->valuestring)) k++;
+        if (k == nfiles && nfiles < MAX_SHARDS) snprintf(seen[nfiles++], sizeof seen[0], "%s", e->valuestring);
+    }
+    cJSON_Delete(o);
+    if (in_index) snprintf(listed, sizeof listed, ", one of the %d shard%s its index lists", nfiles, nfiles > 1 ? "s" : "");
+    if (is_file(cj) || is_file(ix))
+        snprintf(err, errlen, "%s is a safetensors file of the Hugging Face directory %s (%s beside it%s): a shard holds "
+                 "part of the weights and not the shape; pass the directory: %s", p, d,
+                 is_file(cj) && is_file(ix) ? "config.json and model.safetensors.index.json" : is_file(cj) ? "config.json"
+                 : "model.safetensors.index.json", listed, d);
+    else
+        snprintf(err, errlen, "%s: cannot tell the model shape: no olmo_config in its __metadata__, and no "
+                 "train_state.json, recipe.yml, ../../recipe.yml, config.json or model.safetensors.index.json next to it", p);
+    return -1;
+}
+
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     char p[4700], d[4600];
@@ -435,9 +483,7 @@ int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t err
     if (is_file(q)) return config_from_recipe(q, s);
     snprintf(q, sizeof q, "%s/../../recipe.yml", d);
     if (is_file(q)) return config_from_recipe(q, s);
-    snprintf(err, errlen, "%s: cannot tell the model shape: no olmo_config in its __metadata__, and no "
-             "train_state.json, recipe.yml or ../../recipe.yml next to it", p);
-    return -1;
+    return shard_of_hf_dir(p, d, err, errlen);
 }
 
 int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_t n) {
@@ -456,7 +502,6 @@ int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_
 }
 
 // ---- HF weights (single file or shards) --------------------------------------------------------
-#define MAX_SHARDS 256
 
 typedef struct {
     int n;
@@ -635,6 +680,17 @@ int model_source_load(const ModelSource *s, const ParamTable *t, float *params, 
     return params_load_safetensors(t, params, s->path, err, errlen);
 }
 
+// import-hf and export-hf hold the whole model in fp32: refuse before allocating (or
+// writing) when this machine cannot.
+static void check_convert_memory(const char *cmd, const char *in, const ModelConfig *c) {
+    char what[200], alt[600], err[1200];
+    const double need = model_weights_bytes(c);
+    snprintf(what, sizeof what, "the whole model in fp32: %.4g parameters x 4 bytes", need / 4);
+    snprintf(alt, sizeof alt, "%s converts a model this machine can hold; olmo export-gguf %s OUT.gguf streams "
+             "tensor by tensor (bf16 GGUF for llama.cpp, docs/hf.md)", cmd, in);
+    if (model_check_need(cmd, need, what, alt, err, sizeof err)) die_input("%s", err);
+}
+
 // ---- export-hf ----------------------------------------------------------------------------------
 // generation_config.json
 static void export_generation_config(const char *out, const ModelConfig *c) {
@@ -707,6 +763,7 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
     ModelSource s;
     if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
     const ModelConfig *c = &s.cfg;
+    check_convert_memory("export-hf", ckpt, c);
     ParamTable t;
     param_table_build(&t, c);
     float *params = xmalloc_aligned(sizeof(float) * t.total);
@@ -760,6 +817,12 @@ static void import_recipe(const char *in, const char *out, const ModelConfig *cf
 void hf_import(const char *in, const char *out) {
     char err[4096], p[4600];
     snprintf(p, sizeof p, "%s/config.json", in);
+    if (is_file(in) && model_file_check(in, err, sizeof err)) die_input("import-hf: %s", err);   // GGUF, tokens
+    if (is_file(in)) {
+        dir_of(in, p, sizeof p);
+        die_input("import-hf: %s is a file; import-hf takes a Hugging Face directory (config.json + model.safetensors "
+                  "or its shards and index): pass the directory holding it (%s) if it is one", in, p);
+    }
     if (!is_dir(in)) die_input("import-hf: %s is not a directory", in);
     if (!is_file(p)) die_input("import-hf: %s has no config.json", in);
     ModelSource s;
@@ -767,6 +830,7 @@ void hf_import(const char *in, const char *out) {
     snprintf(s.path, sizeof s.path, "%s", in);
     s.is_hf = 1;
     if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    check_convert_memory("import-hf", in, &s.cfg);
     ParamTable t;
     param_table_build(&t, &s.cfg);
     float *params = xmalloc_aligned(sizeof(float) * t.total);
