@@ -128,8 +128,9 @@ static void check_eval_memory(const ModelConfig *cfg, const Recipe *r, int T, co
              "and tasks at train.seq_len %d", model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2),
              r->micro_batch, T, r->seq_len);
     snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
-             need - wb > wb / 8 ? "A shorter train.seq_len=N or train.micro_batch=1 shrinks the activations; or run "
-             "the model with llama.cpp" : "The fp32 weights alone take most of it: run the model with llama.cpp", ckpt);
+             wb <= model_memory_available(NULL) ? "A shorter train.seq_len=N or train.micro_batch=1 shrinks the "
+             "activations; or run the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: "
+             "run the model with llama.cpp", ckpt);
     if (model_check_need("eval", need, what, alt, err, sizeof err)) die_input("%s", err);
     fprintf(stderr, "eval: memory %s, %.0f bytes (%s)\n", model_fmt_bytes(need, f3, sizeof f3), need, what);
 }

@@ -190,8 +190,9 @@ int cmd_generate(int argc, char **argv) {
         snprintf(what, sizeof what, "%s of fp32 weights + %s of KV cache, activations and logits for %zu positions",
                  model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
         snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
-                 need - wb > wb / 8 ? "A shorter prompt or --max-new shrinks the cache; or run the model with llama.cpp"
-                 : "The fp32 weights alone take most of it: run the model with llama.cpp", a.ckpt);
+                 wb <= model_memory_available(NULL) ? "A shorter prompt or --max-new shrinks the cache; or run the model "
+                 "with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with llama.cpp",
+                 a.ckpt);
         if (model_check_need("generate", need, what, alt, err, sizeof err)) die_input("%s", err);
     }
     // Parameters live in a Model (its full forward serves --check-kv); the KV path views them.

@@ -155,7 +155,7 @@ static void print_load_memory(const ModelConfig *c, int T) {
     struct { const char *what; double need, have; } row[] = {
         {"eval, fp32 weights + activations 1 x T", model_eval_bytes(c, 1, T), avail},
         {"generate, fp32 weights + KV cache of T", model_generate_bytes(c, 1, 64, T, 1), avail},
-        {"import-hf / export-hf (whole model in fp32)", model_weights_bytes(c), avail},
+        {"import-hf / export-hf (largest tensor, fp32)", model_largest_tensor_bytes(c), avail},
         {"train fp32, 1 x T (params, grads, Adam)", model_train_bytes(c, 1, T, PRECISION_FP32), phys},
         {"train bf16, 1 x T", model_train_bytes(c, 1, T, PRECISION_BF16), phys},
     };

@@ -658,10 +658,17 @@ ModelTensors *model_tensors_open(const ModelSource *s, const ParamTable *t, char
 
 void model_tensors_read(const ModelTensors *m, int i, float *dst) {
     const ParamInfo *p = &m->t->p[i];
-    if (!m->is_hf) { st_read_f32(&m->f, st_find(&m->f, p->name), dst); return; }
+    // Each tensor's mapped pages are dropped once read: resident memory stays about one tensor.
+    if (!m->is_hf) {
+        const StTensor *x = st_find(&m->f, p->name);
+        st_read_f32(&m->f, x, dst);
+        st_release(&m->f, x);
+        return;
+    }
     int j = m->src[i] ? i : m->emb;   // a tied lm_head is the embedding
     const StTensor *x = m->src[j];
     st_read_f32(m->srcf[j], x, dst);
+    st_release(m->srcf[j], x);
     // A trimmed vocab tensor's padding rows are zero: see docs/hf.md.
     size_t got = st_numel(x);
     if (got < p->numel) memset(dst + got, 0, sizeof(float) * (p->numel - got));
@@ -680,15 +687,15 @@ int model_source_load(const ModelSource *s, const ParamTable *t, float *params, 
     return params_load_safetensors(t, params, s->path, err, errlen);
 }
 
-// import-hf and export-hf hold the whole model in fp32: refuse before allocating (or
-// writing) when this machine cannot.
-static void check_convert_memory(const char *cmd, const char *in, const ModelConfig *c) {
-    char what[200], alt[600], err[1200];
-    const double need = model_weights_bytes(c);
-    snprintf(what, sizeof what, "the whole model in fp32: %.4g parameters x 4 bytes", need / 4);
-    snprintf(alt, sizeof alt, "%s converts a model this machine can hold; olmo export-gguf %s OUT.gguf streams "
-             "tensor by tensor (bf16 GGUF for llama.cpp, docs/hf.md)", cmd, in);
-    if (model_check_need(cmd, need, what, alt, err, sizeof err)) die_input("%s", err);
+// import-hf and export-hf stream tensor by tensor (write_streamed): one fp32 buffer of the
+// largest tensor. Refused before allocating (or writing) when this machine cannot hold it.
+static void check_convert_memory(const char *cmd, const ModelConfig *c) {
+    char what[200], err[1200];
+    const double need = model_largest_tensor_bytes(c);
+    snprintf(what, sizeof what, "one fp32 buffer of the largest tensor, %.4g parameters x 4 bytes: the model is "
+             "streamed tensor by tensor", need / 4);
+    if (model_check_need(cmd, need, what, "Free memory, or give the process more (a cgroup limit).", err, sizeof err))
+        die_input("%s", err);
 }
 
 // ---- export-hf ----------------------------------------------------------------------------------
@@ -705,26 +712,35 @@ static void export_generation_config(const char *out, const ModelConfig *c) {
     cJSON_Delete(o);
 }
 
-// model.safetensors: every tensor as trained, the embedding and LM head with their padded
-// rows (the trained softmax covers them: docs/hf.md).
-static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, const float *params, int max_pos) {
-    char p[4600];
+// The opened source's tensors written to path tensor by tensor (F32, the table's names and
+// order): st_write_fill's one buffer of the largest tensor is filled by model_tensors_read
+// as its turn comes, so no copy of the model is ever in memory (the source is mmap'd).
+static void fill_tensor(void *ctx, int i, void *buf) { model_tensors_read(ctx, i, buf); }
+
+static void write_streamed(const char *path, const ParamTable *t, ModelTensors *m, const char *meta) {
     StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *q = &t->p[i];
-        w[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, params + q->offset, q->numel * sizeof(float)};
+        w[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, NULL, q->numel * sizeof(float)};
     }
+    if (st_write_fill(path, w, t->n, meta, fill_tensor, m) != 0) die("cannot write %s: %s", path, strerror(errno));
+    free(w);
+}
+
+// model.safetensors: every tensor as trained, the embedding and LM head with their padded
+// rows (the trained softmax covers them: docs/hf.md).
+static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, ModelTensors *m, int max_pos) {
+    char p[4600];
     char *oc = olmo_config_json(c, max_pos);
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "format", "pt");
     cJSON_AddStringToObject(meta, "olmo_config", oc);
     char *meta_txt = cJSON_PrintUnformatted(meta);
     snprintf(p, sizeof p, "%s/model.safetensors", out);
-    if (st_write(p, w, t->n, meta_txt) != 0) die("cannot write %s: %s", p, strerror(errno));
+    write_streamed(p, t, m, meta_txt);
     free(meta_txt);
     cJSON_Delete(meta);
     free(oc);
-    free(w);
 }
 
 // tokenizer.json (copied byte for byte) + tokenizer_config.json; no tokenizer found at the
@@ -763,11 +779,11 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
     ModelSource s;
     if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
     const ModelConfig *c = &s.cfg;
-    check_convert_memory("export-hf", ckpt, c);
+    check_convert_memory("export-hf", c);
     ParamTable t;
     param_table_build(&t, c);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    ModelTensors *m = model_tensors_open(&s, &t, err, sizeof err);   // every tensor checked before OUT is made
+    if (!m) die_input("export-hf: %s", err);
     if (c->rope_scaling.type == ROPE_SCALING_YARN) {   // HF reads the factor from this ratio (hf_rope_scaling_write)
         int want = (int)lround(c->rope_scaling.factor * c->rope_scaling.original_context);
         if (max_pos && max_pos != want)
@@ -779,11 +795,11 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
 
     hf_config_write(out, c, max_pos);
     export_generation_config(out, c);
-    export_weights(out, c, &t, params, max_pos);
+    export_weights(out, c, &t, m, max_pos);
     export_tokenizer(out, tok_path, max_pos);
     fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (rows padded to %d, kept)\n", s.path,
             s.config_from, out, t.n, c->vocab_size, c->padded_vocab);
-    free(params);
+    model_tensors_close(m);
     param_table_free(&t);
 }
 
@@ -830,11 +846,11 @@ void hf_import(const char *in, const char *out) {
     snprintf(s.path, sizeof s.path, "%s", in);
     s.is_hf = 1;
     if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
-    check_convert_memory("import-hf", in, &s.cfg);
+    check_convert_memory("import-hf", &s.cfg);
     ParamTable t;
     param_table_build(&t, &s.cfg);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (hf_load(&s, &t, params, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    ModelTensors *m = model_tensors_open(&s, &t, err, sizeof err);   // every tensor checked before OUT is made
+    if (!m) die_input("import-hf: %s", err);
     if (mkdir_p(out) != 0) die_input("import-hf: cannot create %s: %s", out, strerror(errno));
 
     int seq_len = s.seq_len > 0 ? s.seq_len : HF_DEFAULT_MAX_POS;
@@ -844,7 +860,7 @@ void hf_import(const char *in, const char *out) {
     cJSON_AddStringToObject(meta, "imported_from", in);
     char *meta_txt = cJSON_PrintUnformatted(meta);
     snprintf(p, sizeof p, "%s/model.safetensors", out);
-    params_save_safetensors(&t, params, p, meta_txt);
+    write_streamed(p, &t, m, meta_txt);
     free(meta_txt);
     cJSON_Delete(meta);
     free(oc);
@@ -852,6 +868,6 @@ void hf_import(const char *in, const char *out) {
     import_recipe(in, out, &s.cfg, seq_len);
     fprintf(stderr, "import-hf: %s -> %s/model.safetensors + recipe.yml: %d layers, d_model %d, vocab %d padded to %d\n",
             in, out, s.cfg.n_layers, s.cfg.d_model, s.cfg.vocab_size, s.cfg.padded_vocab);
-    free(params);
+    model_tensors_close(m);
     param_table_free(&t);
 }

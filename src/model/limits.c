@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "model/graph.h"
+#include "model/params.h"
 
 static double params_d(const ModelConfig *c) {
     double C = c->d_model, q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
@@ -99,6 +100,16 @@ double model_memory_available(const char **src) {
 }
 
 double model_weights_bytes(const ModelConfig *cfg) { return 4.0 * params_d(cfg); }
+
+double model_largest_tensor_bytes(const ModelConfig *cfg) {
+    ParamTable t;
+    param_table_build(&t, cfg);
+    size_t big = 0;
+    for (int i = 0; i < t.n; i++)
+        if (t.p[i].numel > big) big = t.p[i].numel;
+    param_table_free(&t);
+    return 4.0 * (double)big;
+}
 
 double model_eval_bytes(const ModelConfig *cfg, int B, int T) {
     return model_weights_bytes(cfg) + (double)graph_plan_bytes(cfg, B, T, DT_F32, 0);

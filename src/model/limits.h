@@ -37,9 +37,12 @@ double model_memory_limit(void);
 // cgroup), else MemAvailable of /proc/meminfo, else model_memory_limit(). *src (may be
 // NULL) gets a word for where the figure came from ("OLMO_MEM_LIMIT", "MemAvailable", ...).
 double model_memory_available(const char **src);
-// The fp32 parameter table of cfg in bytes (what eval, generate, import-hf and export-hf
-// hold: the whole model in fp32).
+// The fp32 parameter table of cfg in bytes (what eval and generate hold: the whole model
+// in fp32).
 double model_weights_bytes(const ModelConfig *cfg);
+// The largest tensor of cfg's parameter table in fp32 bytes (import-hf and export-hf stream
+// through one buffer of it).
+double model_largest_tensor_bytes(const ModelConfig *cfg);
 // olmo eval: the fp32 weights + the graph's activations for (B, T) (graph_plan_bytes: what
 // model_create allocates; the LM head runs in chunks, no (T, vocab) logits).
 double model_eval_bytes(const ModelConfig *cfg, int B, int T);
