@@ -171,18 +171,13 @@ for name in ('run', 'hf', 'imp'):
 PY
 
 # BF16 shards + index.json, and tied embeddings (lm_head absent)
-$PY - $HF $TMP/shard $TMP/tied <<'PY' || fail "make shards"
+$PY tests/ref/hf_shards.py $HF $TMP/shard || fail "make shards"
+$PY - $HF $TMP/tied <<'PY' || fail "make tied"
 import sys, os, json, shutil; sys.path.insert(0, 'tests/ref')
 import safetensors_io as st
-src, sh, ti = sys.argv[1:4]
+src, ti = sys.argv[1:3]
 x = st.read(f'{src}/model.safetensors')
-for d in (sh, ti):
-    os.makedirs(d); shutil.copy(f'{src}/config.json', d)
-names = list(x); half = len(names) // 2
-parts = {'model-00001-of-00002.safetensors': names[:half], 'model-00002-of-00002.safetensors': names[half:]}
-for f, ns in parts.items():
-    st.write(f'{sh}/{f}', {n: x[n] for n in ns}, dtypes={n: 'BF16' for n in ns})
-json.dump({'metadata': {}, 'weight_map': {n: f for f, ns in parts.items() for n in ns}}, open(f'{sh}/model.safetensors.index.json', 'w'))
+os.makedirs(ti); shutil.copy(f'{src}/config.json', ti)
 c = json.load(open(f'{ti}/config.json')); c['tie_word_embeddings'] = True
 json.dump(c, open(f'{ti}/config.json', 'w'))
 st.write(f'{ti}/model.safetensors', {n: v for n, v in x.items() if n != 'lm_head.weight'})

@@ -15,6 +15,7 @@
 #include "eval/eval.h"
 #include "io/hf.h"
 #include "io/params_io.h"
+#include "model/limits.h"
 #include "model/model.h"
 #include "train/metrics.h"
 #include "util/common.h"
@@ -102,6 +103,38 @@ static void add_spec(char (*list)[RECIPE_MAX_STR], int *n, const char *spec, con
     snprintf(list[(*n)++], RECIPE_MAX_STR, "%s", spec);
 }
 
+// A checkpoint without a recipe of its own: its shape, train.seq_len its own length capped
+// at EVAL_DEFAULT_SEQ_LEN (not an HF max_position_embeddings of 65,536; said when the cap
+// applies), the default eval.* keys; key=value overrides any of them.
+static void load_own_recipe(Recipe *r, const ModelSource *src, const char *ckpt, char *own, size_t n, int nov, char **ov) {
+    snprintf(own, n, "%s (its own shape, no recipe)", ckpt);
+    const int T0 = src->seq_len > 0 && src->seq_len < EVAL_DEFAULT_SEQ_LEN ? src->seq_len : EVAL_DEFAULT_SEQ_LEN;
+    recipe_load_for_model(r, &src->cfg, T0, own, nov, ov);
+    char capped[200] = "";
+    if (src->seq_len > EVAL_DEFAULT_SEQ_LEN && r->seq_len == EVAL_DEFAULT_SEQ_LEN)
+        snprintf(capped, sizeof capped, " (the default for a checkpoint without a recipe, OLMo 3's pretraining "
+                 "length; its own length is %d; documents are cut there)", src->seq_len);
+    fprintf(stderr, "eval: no recipe.yml for %s: its own shape (from %s), train.seq_len %d%s, train.micro_batch "
+            "%d, default eval.* keys (key=value overrides them)\n", ckpt, src->config_from, r->seq_len, capped,
+            r->micro_batch);
+}
+
+// The weights and the activations of (micro_batch, T) against this machine's memory,
+// before anything is allocated or written: refused with exit 2 and what to do instead.
+static void check_eval_memory(const ModelConfig *cfg, const Recipe *r, int T, const char *ckpt) {
+    const double need = model_eval_bytes(cfg, r->micro_batch, T), wb = model_weights_bytes(cfg);
+    char what[300], alt[600], err[1600], f1[32], f2[32], f3[32];
+    snprintf(what, sizeof what, "%s of fp32 weights + %s of activations for %d x %d tokens, the longest row of its sets "
+             "and tasks at train.seq_len %d", model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2),
+             r->micro_batch, T, r->seq_len);
+    snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
+             wb <= model_memory_available(NULL) ? "A shorter train.seq_len=N or train.micro_batch=1 shrinks the "
+             "activations; or run the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: "
+             "run the model with llama.cpp", ckpt);
+    if (model_check_need("eval", need, what, alt, err, sizeof err)) die_input("%s", err);
+    fprintf(stderr, "eval: memory %s, %.0f bytes (%s)\n", model_fmt_bytes(need, f3, sizeof f3), need, what);
+}
+
 int cmd_eval(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
@@ -146,14 +179,10 @@ int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "eval: recipe %s (the run's own)\n", own);
         } else {
             // No recipe of its own (an HF directory, a lone model file with its shape in its
-            // metadata): its shape, its sequence length when it says one, the default eval.* keys.
-            snprintf(own, sizeof own, "%s (its own shape, no recipe)", ckpt);
+            // metadata): its shape, its sequence length (capped), the default eval.* keys.
             recipe_path = own;
-            recipe_load_for_model(r, &src.cfg, src.seq_len, own, nov, ov);
+            load_own_recipe(r, &src, ckpt, own, sizeof own, nov, ov);
             loaded = 1;
-            fprintf(stderr, "eval: no recipe.yml for %s: its own shape (from %s), train.seq_len %d, train.micro_batch "
-                    "%d, default eval.* keys (key=value overrides them)\n", ckpt, src.config_from, r->seq_len,
-                    r->micro_batch);
         }
     }
     if (!loaded) recipe_load(r, recipe_path, nov, ov);
@@ -176,11 +205,6 @@ int cmd_eval(int argc, char **argv) {
     Evaluator *e = eval_create(r);
     if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks in the recipe, or --set / --task");
     eval_set_details(e, details);
-    if (details) {
-        FILE *f = fopen(details, "w");   // --details starts a fresh file; tasks append to it
-        if (!f) die_input("eval: cannot write --details %s", details);
-        fclose(f);
-    }
 
     ModelConfig cfg = recipe_model_config(r);
     if (have_src) {
@@ -212,8 +236,17 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (!have_src && S_ISREG(st.st_mode) && model_file_check(path, err, sizeof err)) die_input("eval: %s", err);
+    // Activations for the longest row it will run, not for train.seq_len.
+    const int T = eval_longest_row(e);
+    check_eval_memory(&cfg, r, T, ckpt);
+    // Every refusal above comes before the first file is written.
+    if (details) {
+        FILE *f = fopen(details, "w");   // --details starts a fresh file; tasks append to it
+        if (!f) die_input("eval: cannot write --details %s", details);
+        fclose(f);
+    }
     Model m;
-    model_create(&m, &cfg, r->micro_batch, r->seq_len);
+    model_create(&m, &cfg, r->micro_batch, T);
     if ((have_src ? model_source_load(&src, &m.table, m.params, err, sizeof err)
                   : params_load_safetensors(&m.table, m.params, path, err, sizeof err)) != 0)
         die_input("eval: %s", err);

@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "model/generate.h"
 #include "model/kv.h"
+#include "model/limits.h"
 #include "model/model.h"
 #include "util/common.h"
 
@@ -177,12 +178,27 @@ int cmd_generate(int argc, char **argv) {
     size_t T;
     uint32_t *ids = prompt_ids(&a, &s, &tok, &T);
 
+    size_t max_len = T + (size_t)a.max_new;
+    if (max_len > INT_MAX / 2) die_input("generate: prompt + --max-new too long");
+    const int keep_all = a.check || a.dump;
+    // What the Model, the KV cache and the logits below take, against this machine's memory.
+    {
+        const double need = model_generate_bytes(c, a.check ? (int)T : 1, PREFILL_CHUNK, (int)max_len,
+                                                 keep_all ? (int)T : 1),
+                     wb = model_weights_bytes(c);
+        char what[300], alt[400], f1[32], f2[32];
+        snprintf(what, sizeof what, "%s of fp32 weights + %s of KV cache, activations and logits for %zu positions",
+                 model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
+        snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
+                 wb <= model_memory_available(NULL) ? "A shorter prompt or --max-new shrinks the cache; or run the model "
+                 "with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with llama.cpp",
+                 a.ckpt);
+        if (model_check_need("generate", need, what, alt, err, sizeof err)) die_input("%s", err);
+    }
     // Parameters live in a Model (its full forward serves --check-kv); the KV path views them.
     Model m;
     model_create(&m, c, 1, a.check ? (int)T : 1);
     if (model_source_load(&s, &m.table, m.params, err, sizeof err) != 0) die_input("generate: %s", err);
-    size_t max_len = T + (size_t)a.max_new;
-    if (max_len > INT_MAX / 2) die_input("generate: prompt + --max-new too long");
     if (s.seq_len > 0 && max_len > (size_t)s.seq_len)
         warnf("generate: %zu positions exceed the training length %d", max_len, s.seq_len);
     KVModel kv;
@@ -192,7 +208,6 @@ int cmd_generate(int argc, char **argv) {
     for (size_t i = 0; i < T; i++) seq[i] = (int32_t)ids[i];
     // With --check-kv or --dump-logits the prompt runs token by token (the decode path at
     // every position, logits kept); otherwise in chunks, logits of the last token only.
-    const int keep_all = a.check || a.dump;
     float *logits = xmalloc_aligned(sizeof(float) * (keep_all ? T : 1) * Vp);
     int rc = 0;
 

@@ -1,15 +1,20 @@
-// cmd_info.c: `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
+// cmd_info.c: `olmo info CKPT` (an HF directory, a run, a checkpoint: its shape, parameters
+// and the memory of eval, generate, import/export and training against this machine) and
+// `olmo info PRESET|RECIPE [key=value ...] [--world W] [--backend cpu|cuda]
 // [--context-parallel C] [--shard optim|grads|full] [--shard-group G] [--lr-at S1,S2,...]`: parameter counts, FLOPs per token by both counts of docs/olmo3.md s.8, the
 // memory a rank needs (with --backend cuda: per GPU, from the CUDA allocator's own plan), and
 // the recipe's learning rate at the given steps.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "dist/dist.h"
 #include "train/cuda/cuda_backend.h"
+#include "io/hf.h"
 #include "kernels/kernels.h"
+#include "model/limits.h"
 #include "model/graph.h"
 #include "model/model.h"
 #include "recipe/recipe.h"
@@ -138,10 +143,57 @@ static void print_lr_at(const Recipe *r, const char *list) {
     } while (*p);
 }
 
+// The memory of the commands that load this model (model/limits.h: what each allocates)
+// against this machine: eval at T tokens (and at 512), generate with a T-position KV
+// cache, import-hf / export-hf, training at 1 x T (fp32 and bf16, train's own check).
+static void print_load_memory(const ModelConfig *c, int T) {
+    const char *src;
+    const double avail = model_memory_available(&src), phys = model_memory_limit();
+    char a[32], b[32];
+    printf("memory of the commands that load it, against this machine: %s available (%s), %s physical:\n",
+           model_fmt_bytes(avail, a, sizeof a), src, model_fmt_bytes(phys, b, sizeof b));
+    struct { const char *what; double need, have; } row[] = {
+        {"eval, fp32 weights + activations 1 x T", model_eval_bytes(c, 1, T), avail},
+        {"generate, fp32 weights + KV cache of T", model_generate_bytes(c, 1, 64, T, 1), avail},
+        {"import-hf / export-hf (largest tensor, fp32)", model_largest_tensor_bytes(c), avail},
+        {"train fp32, 1 x T (params, grads, Adam)", model_train_bytes(c, 1, T, PRECISION_FP32), phys},
+        {"train bf16, 1 x T", model_train_bytes(c, 1, T, PRECISION_BF16), phys},
+    };
+    printf("  (T = %d tokens%s; eval's activations grow with its longest document, %s more per 512 tokens)\n", T,
+           T == EVAL_DEFAULT_SEQ_LEN ? ": eval's train.seq_len without a recipe" : "",
+           model_fmt_bytes(model_eval_bytes(c, 1, 1024) - model_eval_bytes(c, 1, 512), a, sizeof a));
+    for (size_t i = 0; i < sizeof row / sizeof row[0]; i++)
+        printf("  %-46s %12s %15.0f bytes  %s\n", row[i].what, model_fmt_bytes(row[i].need, a, sizeof a), row[i].need,
+               row[i].need <= row[i].have ? "fits" : "does not fit (refused with exit 2)");
+}
+
+// `olmo info CKPT`: an HF directory, a run, a checkpoint or a model file (io/hf.h's
+// model_source_resolve): its shape, parameters and the memory of what loads it.
+static int info_model_source(const char *what) {
+    ModelSource s;
+    char err[4096];
+    if (model_source_resolve(what, &s, err, sizeof err) != 0) die_input("info: %s", err);
+    const ModelConfig *c = &s.cfg;
+    printf("%s %s (shape from %s)\n", s.is_hf ? "Hugging Face directory" : "checkpoint", s.path, s.config_from);
+    printf("model: d_model %d, layers %d, heads %d / kv heads %d, head_dim %d, mlp %d, vocab %d (padded %d), window %d, "
+           "full every %d, RoPE theta %g%s, length %d\n", c->d_model, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+           c->mlp_hidden, c->vocab_size, c->padded_vocab, c->sliding_window, c->full_attn_every, c->rope_theta,
+           c->rope_scaling.type == ROPE_SCALING_YARN ? ", YaRN" : "", s.seq_len);
+    size_t n = model_num_params(c), emb = model_num_params_embedding(c);
+    printf("parameters: %zu total (padded vocab), %zu non-embedding, %zu embedding\n", n, n - emb, emb);
+    const int T = s.seq_len > 0 && s.seq_len < EVAL_DEFAULT_SEQ_LEN ? s.seq_len : EVAL_DEFAULT_SEQ_LEN;
+    print_load_memory(c, T);
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
+            "usage: olmo info CKPT\n"
+            "       olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
             "                 [--context-parallel C] [--shard optim|grads|full] [--shard-group G] [--lr-at S,...]\n"
+            "  CKPT (an HF directory, a run, a checkpoint, a model file): its shape, parameters and the\n"
+            "  memory of eval, generate, import-hf/export-hf and training against this machine's memory\n"
+            "  (MemAvailable; OLMO_MEM_LIMIT=BYTES overrides), each marked fits or does not fit.\n"
             "  Prints parameter counts (total, non-embedding), FLOPs/token (the sliding-window-aware count\n"
             "  MFU uses and the OLMo-core v2.3 count, docs/performance.md) at the recipe's sequence length, and the memory\n"
             "  one rank needs for fp32 training and for bf16 mixed precision at world size W (ZeRO-1:\n"
@@ -186,6 +238,15 @@ int cmd_info(int argc, char **argv) {
         die_input("--shard-group %d does not divide --world %d (dist.shard_group: groups of consecutive ranks)", group,
                   world);
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) die_input("--backend: expected cpu or cuda, got '%s'", backend);
+    // Not a preset and not a YAML recipe: a checkpoint (an HF directory, a run, a checkpoint, a model file).
+    const size_t wl = strlen(what);
+    struct stat ws;
+    if (!model_preset_find(what) && stat(what, &ws) == 0 &&
+        (S_ISDIR(ws.st_mode) || !(wl > 4 && (!strcmp(what + wl - 4, ".yml") || (wl > 5 && !strcmp(what + wl - 5, ".yaml")))))) {
+        if (nov || lr_at) die_input("info: %s is a checkpoint: key=value and --lr-at need a recipe", what);
+        free(ov);
+        return info_model_source(what);
+    }
     Recipe r;
     recipe_defaults(&r);
     const ModelPreset *pre = model_preset_find(what);
@@ -262,6 +323,7 @@ int cmd_info(int argc, char **argv) {
                     (double)ckpt_shard_snapshot_bytes(b[0], b[1]));
         free(b);
     }
+    print_load_memory(&cfg, seq_len);
     if (!strcmp(backend, "cuda")) print_cuda(&cfg, world, group, !strcmp(shard, "full") ? 2 : !strcmp(shard, "grads"), micro, seq_len, C, head_stride);
     else print_peaks();
     free(ov);

@@ -16,7 +16,7 @@ typedef struct {
 
 static const Command COMMANDS[] = {
     {"train", cmd_train, "train a model from a YAML recipe (key=value overrides)"},
-    {"info", cmd_info, "parameter counts, FLOPs/token and memory of a preset or recipe"},
+    {"info", cmd_info, "parameter counts, FLOPs/token and memory of a preset, recipe or checkpoint"},
     {"tokenize", cmd_tokenize, "text on stdin to token ids (or --decode ids to text)"},
     {"prepare", cmd_prepare, "turn JSONL/text corpora into OLMo-core token files"},
     {"data", cmd_data, "inspect a recipe's dataset (e.g. `olmo data order`)"},

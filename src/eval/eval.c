@@ -282,13 +282,30 @@ void eval_set_forward(Evaluator *e, EvalForwardFn fn, void *ctx) {
     e->fwd_ctx = fn ? ctx : NULL;
 }
 
+int eval_longest_row(const Evaluator *e) {
+    long n = 1;
+    for (int i = 0; e && i < e->nsets; i++)
+        for (long d = 0; d < e->sets[i].ndocs; d++) {
+            long k = (long)(e->sets[i].start[d + 1] - e->sets[i].start[d]) - 1;
+            if (k > n) n = k;
+        }
+    for (int i = 0; e && i < e->ntasks; i++)
+        for (int j = 0; j < e->tasks[i].n; j++)
+            for (int c = 0; c < e->tasks[i].ex[j].nchoices; c++) {
+                long k = (long)e->tasks[i].ex[j].nctx + e->tasks[i].ex[j].ncont[c] - 1;
+                if (k > n) n = k;
+            }
+    return n < e->T ? (int)n : e->T;
+}
+
 void eval_run(Evaluator *e, Model *m, cJSON *out) {
     if (!e) return;
     // The hook's model was sized by its owner for (micro_batch, seq_len); the CPU Model's
-    // buffers matter only when it runs the forward.
-    if (!e->fwd && (m->max_B < e->B || m->max_T < e->T))
-        die("eval_run: the model's buffers (%d, %d) are smaller than (micro_batch %d, seq_len %d)", m->max_B, m->max_T,
-            e->B, e->T);
+    // buffers matter only when it runs the forward, and only for the rows it will run.
+    const int T = e->fwd ? 0 : eval_longest_row(e);
+    if (!e->fwd && (m->max_B < e->B || m->max_T < T))
+        die("eval_run: the model's buffers (%d, %d) are smaller than (micro_batch %d, longest row %d)", m->max_B,
+            m->max_T, e->B, T);
     double t0 = now_seconds();
     double macro_ce = 0, macro_bpb = 0;
     for (int i = 0; i < e->nsets; i++) {

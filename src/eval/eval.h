@@ -37,9 +37,14 @@ typedef void (*EvalForwardFn)(void *ctx, const int32_t *inputs, const int32_t *t
 // activations stay unallocated) and m may be NULL.
 void eval_set_forward(Evaluator *e, EvalForwardFn fn, void *ctx);
 // Evaluate the model's current parameters; adds the fields to `out`. Without a forward
-// hook the model must have been created for (micro_batch, seq_len) of the recipe;
+// hook the model must have been created for (micro_batch, eval_longest_row) at least;
 // evaluation uses the same buffers.
 void eval_run(Evaluator *e, Model *m, cJSON *out);
+// The longest row eval_run will forward (tokens, <= seq_len): the longest document of the
+// sets and the longest context + continuation of the tasks, each cut at seq_len. A CPU
+// Model created for (micro_batch, this) is enough for eval_run (olmo eval sizes its
+// activations so, not for seq_len).
+int eval_longest_row(const Evaluator *e);
 // One-line summary of the result (macro CE and per-set CE) for the progress output.
 void eval_print_summary(const cJSON *out, long step);
 // The result as a table: one row per set (docs, tokens, ce, ppl, bpb) and the macro row,

@@ -29,6 +29,7 @@
 #include "io/params_io.h"
 #include "io/safetensors.h"
 #include "model/config_json.h"
+#include "model/limits.h"
 #include "recipe/recipe.h"
 #include "util/common.h"
 
@@ -328,6 +329,8 @@ out:
     return rc;
 }
 
+#define MAX_SHARDS 256   // shard files of one HF directory
+
 // ---- CKPT resolution --------------------------------------------------------------------------
 int model_file_check(const char *path, char *err, size_t errlen) {
     struct stat st;
@@ -340,6 +343,19 @@ int model_file_check(const char *path, char *err, size_t errlen) {
     for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
     const uint64_t size = (uint64_t)st.st_size;
     if (got == sizeof b && n >= 2 && n <= size - 8 && b[8] == '{') return 0;
+    if (got >= 8 && !memcmp(b, "GGUF", 4)) {   // llama.cpp's format: magic, then a uint32 version
+        snprintf(err, errlen, "%s is a GGUF file (llama.cpp's format, version %u), not a checkpoint olmo.c reads: run it "
+                 "with llama.cpp (llama-cli -m %s), or give olmo.c the HF directory or checkpoint it was exported "
+                 "from (olmo export-gguf writes GGUF; nothing reads it back)", path,
+                 (unsigned)(b[4] | b[5] << 8 | b[6] << 16 | (unsigned)b[7] << 24), path);
+        return -1;
+    }
+    if (got >= 6 && !memcmp(b, "\x93NUMPY", 6)) {
+        snprintf(err, errlen, "%s is a NumPy .npy array, not a checkpoint: olmo.c's token files are raw uint32 "
+                 "(OLMo-core's memmaps, no .npy header); give a run directory, a checkpoint directory, a "
+                 "model.safetensors or an HF directory", path);
+        return -1;
+    }
     if (size % 4 == 0 && size > 0)
         snprintf(err, errlen, "%s is not a checkpoint: it has no safetensors header (its first 8 bytes give %llu, the "
                  "file has %llu bytes); it looks like a token file (raw uint32, %llu tokens, as `olmo prepare` writes). "
@@ -390,6 +406,38 @@ static int config_from_recipe(const char *recipe, ModelSource *s) {
     return 0;
 }
 
+// A safetensors file whose shape nothing next to it gives: when config.json or
+// model.safetensors.index.json is beside it, it is (one shard of) an HF directory, which is
+// what to pass; else the shape is unknown. Always -1 with the message.
+static int shard_of_hf_dir(const char *p, const char *d, char *err, size_t errlen) {
+    char cj[4700], ix[4700], listed[64] = "";
+    snprintf(cj, sizeof cj, "%s/config.json", d);
+    snprintf(ix, sizeof ix, "%s/model.safetensors.index.json", d);
+    cJSON *o = is_file(ix) ? parse_json_file(ix, err, errlen) : NULL;
+    const cJSON *wm = o ? cJSON_GetObjectItemCaseSensitive(o, "weight_map") : NULL, *e;
+    const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+    int in_index = 0, nfiles = 0;
+    char seen[MAX_SHARDS][256];
+    cJSON_ArrayForEach(e, wm) {
+        if (!cJSON_IsString(e)) continue;
+        if (!strcmp(e->valuestring, base)) in_index = 1;
+        int k = 0;
+        while (k < nfiles && strcmp(seen[k], e->valuestring)) k++;
+        if (k == nfiles && nfiles < MAX_SHARDS) snprintf(seen[nfiles++], sizeof seen[0], "%s", e->valuestring);
+    }
+    cJSON_Delete(o);
+    if (in_index) snprintf(listed, sizeof listed, ", one of the %d shard%s its index lists", nfiles, nfiles > 1 ? "s" : "");
+    if (is_file(cj) || is_file(ix))
+        snprintf(err, errlen, "%s is a safetensors file of the Hugging Face directory %s (%s beside it%s): a shard holds "
+                 "part of the weights and not the shape; pass the directory: %s", p, d,
+                 is_file(cj) && is_file(ix) ? "config.json and model.safetensors.index.json" : is_file(cj) ? "config.json"
+                 : "model.safetensors.index.json", listed, d);
+    else
+        snprintf(err, errlen, "%s: cannot tell the model shape: no olmo_config in its __metadata__, and no "
+                 "train_state.json, recipe.yml, ../../recipe.yml, config.json or model.safetensors.index.json next to it", p);
+    return -1;
+}
+
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     char p[4700], d[4600];
@@ -435,9 +483,7 @@ int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t err
     if (is_file(q)) return config_from_recipe(q, s);
     snprintf(q, sizeof q, "%s/../../recipe.yml", d);
     if (is_file(q)) return config_from_recipe(q, s);
-    snprintf(err, errlen, "%s: cannot tell the model shape: no olmo_config in its __metadata__, and no "
-             "train_state.json, recipe.yml or ../../recipe.yml next to it", p);
-    return -1;
+    return shard_of_hf_dir(p, d, err, errlen);
 }
 
 int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_t n) {
@@ -456,7 +502,6 @@ int model_source_recipe(const char *ckpt, const ModelSource *s, char *out, size_
 }
 
 // ---- HF weights (single file or shards) --------------------------------------------------------
-#define MAX_SHARDS 256
 
 typedef struct {
     int n;
@@ -613,10 +658,17 @@ ModelTensors *model_tensors_open(const ModelSource *s, const ParamTable *t, char
 
 void model_tensors_read(const ModelTensors *m, int i, float *dst) {
     const ParamInfo *p = &m->t->p[i];
-    if (!m->is_hf) { st_read_f32(&m->f, st_find(&m->f, p->name), dst); return; }
+    // Each tensor's mapped pages are dropped once read: resident memory stays about one tensor.
+    if (!m->is_hf) {
+        const StTensor *x = st_find(&m->f, p->name);
+        st_read_f32(&m->f, x, dst);
+        st_release(&m->f, x);
+        return;
+    }
     int j = m->src[i] ? i : m->emb;   // a tied lm_head is the embedding
     const StTensor *x = m->src[j];
     st_read_f32(m->srcf[j], x, dst);
+    st_release(m->srcf[j], x);
     // A trimmed vocab tensor's padding rows are zero: see docs/hf.md.
     size_t got = st_numel(x);
     if (got < p->numel) memset(dst + got, 0, sizeof(float) * (p->numel - got));
@@ -635,6 +687,17 @@ int model_source_load(const ModelSource *s, const ParamTable *t, float *params, 
     return params_load_safetensors(t, params, s->path, err, errlen);
 }
 
+// import-hf and export-hf stream tensor by tensor (write_streamed): one fp32 buffer of the
+// largest tensor. Refused before allocating (or writing) when this machine cannot hold it.
+static void check_convert_memory(const char *cmd, const ModelConfig *c) {
+    char what[200], err[1200];
+    const double need = model_largest_tensor_bytes(c);
+    snprintf(what, sizeof what, "one fp32 buffer of the largest tensor, %.4g parameters x 4 bytes: the model is "
+             "streamed tensor by tensor", need / 4);
+    if (model_check_need(cmd, need, what, "Free memory, or give the process more (a cgroup limit).", err, sizeof err))
+        die_input("%s", err);
+}
+
 // ---- export-hf ----------------------------------------------------------------------------------
 // generation_config.json
 static void export_generation_config(const char *out, const ModelConfig *c) {
@@ -649,26 +712,35 @@ static void export_generation_config(const char *out, const ModelConfig *c) {
     cJSON_Delete(o);
 }
 
-// model.safetensors: every tensor as trained, the embedding and LM head with their padded
-// rows (the trained softmax covers them: docs/hf.md).
-static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, const float *params, int max_pos) {
-    char p[4600];
+// The opened source's tensors written to path tensor by tensor (F32, the table's names and
+// order): st_write_fill's one buffer of the largest tensor is filled by model_tensors_read
+// as its turn comes, so no copy of the model is ever in memory (the source is mmap'd).
+static void fill_tensor(void *ctx, int i, void *buf) { model_tensors_read(ctx, i, buf); }
+
+static void write_streamed(const char *path, const ParamTable *t, ModelTensors *m, const char *meta) {
     StWrite *w = xcalloc((size_t)t->n, sizeof(StWrite));
     for (int i = 0; i < t->n; i++) {
         const ParamInfo *q = &t->p[i];
-        w[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, params + q->offset, q->numel * sizeof(float)};
+        w[i] = (StWrite){q->name, "F32", q->ndim, {q->shape[0], q->shape[1]}, NULL, q->numel * sizeof(float)};
     }
+    if (st_write_fill(path, w, t->n, meta, fill_tensor, m) != 0) die("cannot write %s: %s", path, strerror(errno));
+    free(w);
+}
+
+// model.safetensors: every tensor as trained, the embedding and LM head with their padded
+// rows (the trained softmax covers them: docs/hf.md).
+static void export_weights(const char *out, const ModelConfig *c, const ParamTable *t, ModelTensors *m, int max_pos) {
+    char p[4600];
     char *oc = olmo_config_json(c, max_pos);
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "format", "pt");
     cJSON_AddStringToObject(meta, "olmo_config", oc);
     char *meta_txt = cJSON_PrintUnformatted(meta);
     snprintf(p, sizeof p, "%s/model.safetensors", out);
-    if (st_write(p, w, t->n, meta_txt) != 0) die("cannot write %s: %s", p, strerror(errno));
+    write_streamed(p, t, m, meta_txt);
     free(meta_txt);
     cJSON_Delete(meta);
     free(oc);
-    free(w);
 }
 
 // tokenizer.json (copied byte for byte) + tokenizer_config.json; no tokenizer found at the
@@ -707,10 +779,11 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
     ModelSource s;
     if (model_source_resolve(ckpt, &s, err, sizeof err) != 0) die_input("export-hf: %s", err);
     const ModelConfig *c = &s.cfg;
+    check_convert_memory("export-hf", c);
     ParamTable t;
     param_table_build(&t, c);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (model_source_load(&s, &t, params, err, sizeof err) != 0) die_input("export-hf: %s", err);
+    ModelTensors *m = model_tensors_open(&s, &t, err, sizeof err);   // every tensor checked before OUT is made
+    if (!m) die_input("export-hf: %s", err);
     if (c->rope_scaling.type == ROPE_SCALING_YARN) {   // HF reads the factor from this ratio (hf_rope_scaling_write)
         int want = (int)lround(c->rope_scaling.factor * c->rope_scaling.original_context);
         if (max_pos && max_pos != want)
@@ -722,11 +795,11 @@ void hf_export(const char *ckpt, const char *out, int max_pos, const char *tok_p
 
     hf_config_write(out, c, max_pos);
     export_generation_config(out, c);
-    export_weights(out, c, &t, params, max_pos);
+    export_weights(out, c, &t, m, max_pos);
     export_tokenizer(out, tok_path, max_pos);
     fprintf(stderr, "export-hf: %s (shape from %s) -> %s: %d tensors, vocab %d (rows padded to %d, kept)\n", s.path,
             s.config_from, out, t.n, c->vocab_size, c->padded_vocab);
-    free(params);
+    model_tensors_close(m);
     param_table_free(&t);
 }
 
@@ -760,6 +833,12 @@ static void import_recipe(const char *in, const char *out, const ModelConfig *cf
 void hf_import(const char *in, const char *out) {
     char err[4096], p[4600];
     snprintf(p, sizeof p, "%s/config.json", in);
+    if (is_file(in) && model_file_check(in, err, sizeof err)) die_input("import-hf: %s", err);   // GGUF, tokens
+    if (is_file(in)) {
+        dir_of(in, p, sizeof p);
+        die_input("import-hf: %s is a file; import-hf takes a Hugging Face directory (config.json + model.safetensors "
+                  "or its shards and index): pass the directory holding it (%s) if it is one", in, p);
+    }
     if (!is_dir(in)) die_input("import-hf: %s is not a directory", in);
     if (!is_file(p)) die_input("import-hf: %s has no config.json", in);
     ModelSource s;
@@ -767,10 +846,11 @@ void hf_import(const char *in, const char *out) {
     snprintf(s.path, sizeof s.path, "%s", in);
     s.is_hf = 1;
     if (hf_config_read(in, &s, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    check_convert_memory("import-hf", &s.cfg);
     ParamTable t;
     param_table_build(&t, &s.cfg);
-    float *params = xmalloc_aligned(sizeof(float) * t.total);
-    if (hf_load(&s, &t, params, err, sizeof err) != 0) die_input("import-hf: %s", err);
+    ModelTensors *m = model_tensors_open(&s, &t, err, sizeof err);   // every tensor checked before OUT is made
+    if (!m) die_input("import-hf: %s", err);
     if (mkdir_p(out) != 0) die_input("import-hf: cannot create %s: %s", out, strerror(errno));
 
     int seq_len = s.seq_len > 0 ? s.seq_len : HF_DEFAULT_MAX_POS;
@@ -780,7 +860,7 @@ void hf_import(const char *in, const char *out) {
     cJSON_AddStringToObject(meta, "imported_from", in);
     char *meta_txt = cJSON_PrintUnformatted(meta);
     snprintf(p, sizeof p, "%s/model.safetensors", out);
-    params_save_safetensors(&t, params, p, meta_txt);
+    write_streamed(p, &t, m, meta_txt);
     free(meta_txt);
     cJSON_Delete(meta);
     free(oc);
@@ -788,6 +868,6 @@ void hf_import(const char *in, const char *out) {
     import_recipe(in, out, &s.cfg, seq_len);
     fprintf(stderr, "import-hf: %s -> %s/model.safetensors + recipe.yml: %d layers, d_model %d, vocab %d padded to %d\n",
             in, out, s.cfg.n_layers, s.cfg.d_model, s.cfg.vocab_size, s.cfg.padded_vocab);
-    free(params);
+    model_tensors_close(m);
     param_table_free(&t);
 }

@@ -32,9 +32,12 @@ typedef struct {
 // Resolve CKPT. Returns 0, or -1 with a message in err (bad input: callers exit 2).
 int model_source_resolve(const char *ckpt, ModelSource *s, char *err, size_t errlen);
 // A file given as a checkpoint that cannot be a safetensors file (its first 8 bytes are the
-// header length, then the JSON header): -1 with a message that says what it looks like (a
-// token file: raw uint32, which `olmo eval --set` takes), else 0 (model_source_resolve
-// checks every file CKPT with it).
+// header length, then the JSON header): -1 with a message that says what it is by its bytes
+// and what to do instead (GGUF: llama.cpp; a NumPy .npy; a token file: raw uint32, which
+// `olmo eval --set` takes), else 0 (model_source_resolve checks every file CKPT with it). A
+// safetensors file with no shape of its own beside an HF config.json or
+// model.safetensors.index.json (one of AI2's shards) is refused by model_source_resolve:
+// pass the directory.
 int model_file_check(const char *path, char *err, size_t errlen);
 // The recipe of the run a CKPT belongs to: CKPT/recipe.yml for a directory, else
 // recipe.yml next to the model file or two levels up (RUN/checkpoints/step-N/). Returns 0
@@ -55,6 +58,10 @@ void model_tensors_close(ModelTensors *m);
 // max_position_embeddings of an export when neither YaRN nor the run says otherwise:
 // OLMo 3's pretraining sequence length (docs/olmo3.md s.1).
 #define HF_DEFAULT_MAX_POS 8192
+// train.seq_len of `olmo eval` on a checkpoint without a recipe (an HF directory, an
+// import-hf output) whose own length is longer: OLMo 3's pretraining length, not an HF
+// max_position_embeddings of 65,536 (key=value train.seq_len=N overrides it).
+#define EVAL_DEFAULT_SEQ_LEN HF_DEFAULT_MAX_POS
 
 // `olmo export-hf`: CKPT (as model_source_resolve takes it) to the Hugging Face Olmo3
 // directory OUT: config.json (model_type olmo3), generation_config.json, model.safetensors

@@ -179,6 +179,14 @@ static float half_to_float(uint16_t h) {
     return v;
 }
 
+void st_release(const StFile *f, const StTensor *t) {
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || !f->map) return;
+    const uintptr_t lo = (uintptr_t)(f->data + t->begin) / (uintptr_t)pg * (uintptr_t)pg;
+    const uintptr_t hi = (uintptr_t)(f->data + t->end);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);   // advice only: a failure changes nothing read
+}
+
 int st_read_f32(const StFile *f, const StTensor *t, float *dst) {
     const uint8_t *src = f->data + t->begin;
     size_t n = st_numel(t);

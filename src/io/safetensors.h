@@ -37,6 +37,11 @@ size_t st_numel(const StTensor *t);
 // -1 if the dtype cannot convert to float.
 int st_read_f32(const StFile *f, const StTensor *t, float *dst);
 
+// Drop tensor t's pages of the mapping from this process's resident memory (madvise
+// MADV_DONTNEED: clean file pages, read again from the file if touched): a reader that
+// streams a model tensor by tensor keeps its resident memory at about one tensor.
+void st_release(const StFile *f, const StTensor *t);
+
 typedef struct {
     const char *name;
     const char *dtype;

@@ -124,6 +124,14 @@ size_t graph_plan_bytes_cp(const ModelConfig *cfg, int max_B, int T, DType act, 
     return a.bytes;
 }
 
+size_t graph_plan_bytes_kv(const ModelConfig *cfg, int max_n, int max_len) {
+    static Graph g;   // only g.cp is read (none here)
+    Alloc a = {0};
+    memset(&g.cp, 0, sizeof g.cp);
+    alloc_buffers(&g, &a, cfg, 1, max_n, DT_F32, 1, max_len);
+    return a.bytes;
+}
+
 static void upload_rope_tables(Graph *g) {
     const size_t half = (size_t)g->rope_len * g->cfg.head_dim / 2;
     float *c = xmalloc(sizeof(float) * half), *s = xmalloc(sizeof(float) * half);

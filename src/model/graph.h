@@ -128,6 +128,8 @@ int graph_init_kv(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamT
 // token's (1, Vp); NULL: none.
 void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int n, int p0, const int32_t *doc_new,
                       float *logits, int all_logits);
+// Bytes graph_init_kv allocates for these sizes (no backend needed).
+size_t graph_plan_bytes_kv(const ModelConfig *cfg, int max_n, int max_len);
 // Bytes graph_init allocates for these sizes (no backend needed).
 size_t graph_plan_bytes(const ModelConfig *cfg, int max_B, int max_T, DType act, int recompute);
 // Bytes graph_init_cp allocates on one member for T-token instances (cp NULL or C <= 1:

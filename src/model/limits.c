@@ -3,9 +3,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "model/graph.h"
+#include "model/params.h"
 
 static double params_d(const ModelConfig *c) {
     double C = c->d_model, q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
@@ -78,4 +81,60 @@ int model_check_memory(const ModelConfig *c, int B, int T, Precision prec, char 
         return -1;
     }
     return 0;
+}
+
+double model_memory_available(const char **src) {
+    const char *e = getenv("OLMO_MEM_LIMIT");
+    if (e && *e && strtod(e, NULL) > 0) {
+        if (src) *src = "OLMO_MEM_LIMIT";
+        return strtod(e, NULL);
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (src) *src = kb > 0 ? "MemAvailable of /proc/meminfo" : "physical memory";
+    return kb > 0 ? kb * 1024.0 : model_memory_limit();
+}
+
+double model_weights_bytes(const ModelConfig *cfg) { return 4.0 * params_d(cfg); }
+
+double model_largest_tensor_bytes(const ModelConfig *cfg) {
+    ParamTable t;
+    param_table_build(&t, cfg);
+    size_t big = 0;
+    for (int i = 0; i < t.n; i++)
+        if (t.p[i].numel > big) big = t.p[i].numel;
+    param_table_free(&t);
+    return 4.0 * (double)big;
+}
+
+double model_eval_bytes(const ModelConfig *cfg, int B, int T) {
+    return model_weights_bytes(cfg) + (double)graph_plan_bytes(cfg, B, T, DT_F32, 0);
+}
+
+double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows) {
+    return model_weights_bytes(cfg) + (double)graph_plan_bytes(cfg, 1, full_T, DT_F32, 0) +
+           (double)graph_plan_bytes_kv(cfg, max_n, max_len) + 4.0 * logits_rows * cfg->padded_vocab;
+}
+
+int model_check_need(const char *cmd, double need, const char *what, const char *alternatives, char *err, size_t n) {
+    const char *src;
+    double have = model_memory_available(&src);
+    if (need <= have) return 0;
+    char a[32], b[32];
+    snprintf(err, n, "%s needs about %s (%.0f bytes: %s) but this machine has %s available (%.0f bytes, %s%s); "
+             "refusing before allocating or writing anything. %s", cmd, model_fmt_bytes(need, a, sizeof a), need, what,
+             model_fmt_bytes(have, b, sizeof b), have, src, strcmp(src, "OLMO_MEM_LIMIT") ? "; OLMO_MEM_LIMIT=BYTES "
+             "overrides" : "", alternatives);
+    return -1;
+}
+
+const char *model_fmt_bytes(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.2f MiB", b / 1048576.0);
+    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    return buf;
 }

@@ -1,6 +1,8 @@
 // limits.h: resource limits on model shapes that come from untrusted input (recipes,
 // config.json, checkpoints): refuse before allocating, with a clear message, instead of
-// overflowing a size computation or being OOM-killed (docs/robustness.md).
+// overflowing a size computation or being OOM-killed (docs/robustness.md); and the memory
+// of each command that loads a model, checked against this machine before it allocates
+// (docs/hf.md, "Memory").
 #ifndef OLMO_LIMITS_H
 #define OLMO_LIMITS_H
 
@@ -29,5 +31,31 @@ int model_check_size(const ModelConfig *c, int B, int T, char *err, size_t n);
 int model_check_memory(const ModelConfig *c, int B, int T, Precision prec, char *err, size_t n);
 // The limit model_check_memory uses (bytes).
 double model_memory_limit(void);
+
+// ---- memory of the commands that load a model (eval, generate, import-hf, export-hf) ----
+// What this machine can give a new process now: OLMO_MEM_LIMIT=BYTES when set (tests, a
+// cgroup), else MemAvailable of /proc/meminfo, else model_memory_limit(). *src (may be
+// NULL) gets a word for where the figure came from ("OLMO_MEM_LIMIT", "MemAvailable", ...).
+double model_memory_available(const char **src);
+// The fp32 parameter table of cfg in bytes (what eval and generate hold: the whole model
+// in fp32).
+double model_weights_bytes(const ModelConfig *cfg);
+// The largest tensor of cfg's parameter table in fp32 bytes (import-hf and export-hf stream
+// through one buffer of it).
+double model_largest_tensor_bytes(const ModelConfig *cfg);
+// olmo eval: the fp32 weights + the graph's activations for (B, T) (graph_plan_bytes: what
+// model_create allocates; the LM head runs in chunks, no (T, vocab) logits).
+double model_eval_bytes(const ModelConfig *cfg, int B, int T);
+// olmo generate: the fp32 weights + the full forward's activations for (1, full_T) (1, or
+// the prompt with --check-kv) + the KV-cache graph of max_len positions (max_n new tokens at
+// a time) + logits_rows rows of padded-vocab logits.
+double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows);
+// need <= model_memory_available(): 0. Else -1 with the refusal in err: "<cmd> needs about
+// X GiB (<what>) but this machine has Y GiB available (<source>; OLMO_MEM_LIMIT overrides);
+// refusing before allocating or writing anything", then `alternatives` (the caller's: a
+// shorter train.seq_len, export-gguf + llama.cpp, ...).
+// b bytes as "12.34 GiB", "5.67 MiB" or "8.9 KiB" in buf; returns buf.
+const char *model_fmt_bytes(double b, char *buf, size_t n);
+int model_check_need(const char *cmd, double need, const char *what, const char *alternatives, char *err, size_t n);
 
 #endif
