@@ -69,6 +69,8 @@ typedef struct {
 void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, double *ce_out);
 
 // tasks.c
+// Bad input in a file (exit 2): "path:line: message", or "path: message" for line <= 0.
+__attribute__((format(printf, 3, 4), noreturn)) void eval_bad_line(const char *path, long line, const char *fmt, ...);
 void eval_task_load(Evaluator *e, EvalTask *t, const char *spec, const Recipe *r);
 void eval_task_free(EvalTask *t);
 void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out);
