@@ -49,6 +49,8 @@ struct Evaluator {
     int nsets;
     EvalTask *tasks;
     int ntasks;
+    struct OlmesTask *downstream;   // eval.downstream (olmes.h)
+    int ndownstream;
     int32_t *inp, *tgt;     // (B*T) batch buffers
     float *tok_ce;          // (B*T)
     const char *details_path;  // optional JSONL of per-example task scores (olmo eval --details)
