@@ -53,6 +53,17 @@ def tok(text):
     return _tok_cache[text]
 
 
+def prefetch(texts):
+    """Tokenize the texts without a newline in one olmo tokenize --lines call (one process
+    start instead of one per text); tok() then finds them."""
+    lines = [t for t in dict.fromkeys(texts) if "\n" not in t and t and t not in _tok_cache]
+    if lines:
+        r = subprocess.run([OLMO, "tokenize", "--lines"], input="\n".join(lines).encode() + b"\n",
+                           capture_output=True, check=True)
+        for t, row in zip(lines, r.stdout.decode().split("\n")):
+            _tok_cache[t] = [int(x) for x in row.split()]
+
+
 WORDS = ["apple", "river", "stone", "café", "naïve", "über", "zebra", "quartz", "maple", "cloud", "piano",
          "日本", "garden", "Ωmega", "silver", "ember"]
 
@@ -179,10 +190,18 @@ def pairs_of(samples, fast):
             yield s, s["cont_id"], s["cont"]
 
 
+_lp_cache = {}
+
+
 def ref_logp(P64, cfg, s, toks):
-    with torch.no_grad():
-        logits = ref.forward(P64, cfg, torch.tensor([s["query"]], dtype=torch.long))
-        lp = torch.log_softmax(logits[0], dim=-1)
+    """Summed float64 log-probabilities of toks after the query's first ctx_len tokens (one
+    forward per distinct query: fast_mc's choices share theirs)."""
+    key = tuple(s["query"])
+    if key not in _lp_cache:
+        with torch.no_grad():
+            logits = ref.forward(P64, cfg, torch.tensor([s["query"]], dtype=torch.long))
+            _lp_cache[key] = torch.log_softmax(logits[0], dim=-1)
+    lp = _lp_cache[key]
     return sum(float(lp[s["ctx_len"] - 1 + j, t]) for j, t in enumerate(toks))
 
 
@@ -251,6 +270,7 @@ def main():
     tasks = make_tasks(random.Random(11))
     root = os.path.join(tmp, "olmo_eval")
     write_tasks(root, tasks)
+    prefetch([r["request"][k] for t in tasks.values() for r in t[4] for k in ("context", "continuation")])
     got, details = run_eval(ckpt, recipe, root, list(tasks))
 
     truncated = 0
