@@ -35,6 +35,7 @@ cases = {   # name: (folder under oe_eval_tasks, lines)
     "no_cont": ("basic_skills_arithmetic/rc_5shot", [req(request={"context": "a"})]),
     "idx": ("basic_skills_arithmetic/rc_5shot", [req(idx=-1)]),
     "label": ("basic_skills_arithmetic/rc_5shot", [req(label="A")]),
+    "no_label": ("hellaswag/rc_5shot", [ok, json.dumps({k: v for k, v in json.loads(ok).items() if k != "label"})]),
     "empty_cont": ("basic_skills_arithmetic/rc_5shot", [req(request={"context": "a", "continuation": ""})]),
     "empty_ctx": ("basic_skills_arithmetic/rc_5shot", [req(request={"context": "", "continuation": " yes"})]),
     "label_range": ("basic_skills_arithmetic/rc_5shot", [req(label=3)]),
@@ -77,6 +78,7 @@ expect reqtype     "$T/reqtype/$F:2: \"request_type\" must be" -- --downstream $
 expect no_cont     "$T/no_cont/$F:1: \"request\" must be an object" -- --downstream $A --downstream-dir "$T/no_cont"
 expect idx         "$T/idx/$F:1: \"idx\" must be an integer" -- --downstream $A --downstream-dir "$T/idx"
 expect label       "$T/label/$F:1: \"label\" must be an integer" -- --downstream $A --downstream-dir "$T/label"
+expect no_label    "$T/no_label/oe_eval_tasks/hellaswag/rc_5shot/requests.jsonl.gz:2: no \"label\" field" -- --downstream hellaswag_bpb_5shot --downstream-dir "$T/no_label"
 expect empty_cont  "$T/empty_cont/$F:1: request.continuation is empty" -- --downstream $A --downstream-dir "$T/empty_cont"
 expect empty_ctx   "$T/empty_ctx/$F:1: empty context" -- --downstream $A --downstream-dir "$T/empty_ctx"
 expect label_range "downstream task $A: doc_id 0: label 3 but 1 continuations" -- --downstream $A --downstream-dir "$T/label_range"

@@ -129,11 +129,12 @@ static int parse_request(Evaluator *e, Where w, const OlmesLabel *def, const cJS
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(o, "idx"), *lab = cJSON_GetObjectItemCaseSensitive(o, "label");
     if (!is_int(idx) || idx->valuedouble < 0) bad(w, "\"idx\" must be an integer >= 0 (the continuation's index)");
     int cont_id = (int)idx->valuedouble, label;
+    if (!lab) bad(w, "no \"label\" field");
     if (def->metric == OLMES_CE_LOSS || def->metric == OLMES_BPB) {
-        if (lab && !cJSON_IsNull(lab) && !cJSON_IsString(lab) && !cJSON_IsArray(lab) && !is_int(lab))
+        if (!cJSON_IsNull(lab) && !cJSON_IsString(lab) && !cJSON_IsArray(lab) && !is_int(lab))
             bad(w, "\"label\" must be an integer, null, a string or a list");
         long l = is_int(lab) ? (long)lab->valuedouble : 0;
-        if (is_int(lab) || !lab || cJSON_IsNull(lab))
+        if (is_int(lab) || cJSON_IsNull(lab))
             if (l != cont_id) return 0;   // not the gold continuation
         cont_id = 0;
         label = 0;
