@@ -22,8 +22,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "ref"))
+sys.path.insert(0, HERE)
 import olmo_ref as ref  # noqa: E402
-import safetensors_io as st  # noqa: E402
+from lib import tiny_dolma2_checkpoint  # noqa: E402
 
 REPO = os.path.dirname(HERE)
 OLMO = os.environ.get("OLMO_BIN", os.path.join(REPO, "build", "olmo"))
@@ -59,17 +60,8 @@ def tokenize_all(texts):
 
 
 def main():
-    cfg = ref.Config(dict(ref.TINY, vocab_size=100278, padded_vocab=100352, seq_len=SEQ))
-    cfg.check()
-    P = ref.init_params(cfg, seed=3)
-    for n in P:
-        if not ref.is_norm(n):
-            P[n] = P[n] * 5.0
     d = tempfile.mkdtemp(prefix="test_eval_tasks_")
-    ckpt = os.path.join(d, "ckpt")
-    os.makedirs(ckpt)
-    st.write(os.path.join(ckpt, "model.safetensors"), {n: t.numpy() for n, t in P.items()})
-    P64 = {n: t.to(torch.float64) for n, t in P.items()}
+    cfg, P64, ckpt = tiny_dolma2_checkpoint(d, SEQ, seed=3)
 
     long_ctx = " ".join(["the quick brown fox jumps over the lazy dog"] * 4)
     fs = [{"context": "Q: 2 + 2 =", "choices": [" 3", " 4"], "gold": 1},

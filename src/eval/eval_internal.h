@@ -49,6 +49,8 @@ struct Evaluator {
     int nsets;
     EvalTask *tasks;
     int ntasks;
+    struct OlmesTask *downstream;   // eval.downstream (olmes.h)
+    int ndownstream;
     int32_t *inp, *tgt;     // (B*T) batch buffers
     float *tok_ce;          // (B*T)
     const char *details_path;  // optional JSONL of per-example task scores (olmo eval --details)
@@ -69,6 +71,8 @@ typedef struct {
 void eval_forward_rows(Evaluator *e, Model *m, const EvalRow *rows, int nrows, double *ce_out);
 
 // tasks.c
+// Bad input in a file (exit 2): "path:line: message", or "path: message" for line <= 0.
+__attribute__((format(printf, 3, 4), noreturn)) void eval_bad_line(const char *path, long line, const char *fmt, ...);
 void eval_task_load(Evaluator *e, EvalTask *t, const char *spec, const Recipe *r);
 void eval_task_free(EvalTask *t);
 void eval_task_run(Evaluator *e, Model *m, const EvalTask *t, cJSON *out);

