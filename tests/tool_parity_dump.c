@@ -30,7 +30,7 @@
 // prefix + parameter name (names: t->n slots of 128 bytes, kept until written).
 static void param_entries(StWrite *w, char (*names)[128], const ParamTable *t, const float *base, const char *prefix) {
     for (int i = 0; i < t->n; i++) {
-        snprintf(names[i], 128, "%s%s", prefix, t->p[i].name);
+        if (snprintf(names[i], 128, "%s%s", prefix, t->p[i].name) >= 128) die("tool_parity_dump: name too long: %s%s", prefix, t->p[i].name);
         w[i] = (StWrite){names[i], "F32", t->p[i].ndim, {t->p[i].shape[0], t->p[i].shape[1]},
                          base + t->p[i].offset, t->p[i].numel * sizeof(float)};
     }
