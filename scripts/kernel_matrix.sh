@@ -36,7 +36,7 @@ for c in $cores; do
     line=$(tail -1 "$log")
     summary+=("$(printf '%-11s threads %-6s %-24s %5d s' "$c" "$th" "$line" $((SECONDS - t0)))")
     echo "${summary[-1]}"
-    grep -q "^failed:" "$log" && grep "^failed:" "$log"
+    grep -aq "^failed:" "$log" && grep -a "^failed:" "$log"
   done
 done
 echo "== kernel matrix ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)): ${*:-the whole suite}"
