@@ -75,9 +75,9 @@ done
 # order: the gradient within 1e-5 of its tensor's max|g|, the LM head's 1024-row sums at
 # sqrt(1024) u = 1.9e-6 each side in the standard estimate, test_parity.sh's 1e-5; the loss
 # terms and grad norm, sums of 256 targets' terms and of squares in double, within 1e-6);
-# BF16TOL (tests/resume_lib.sh) against bf16 ZeRO-1's step. Each configuration's first 2-4
-# steps (every step is one run under the emulator: the checks are per step, so a few steps
-# from different states say what six would, in a third of the time).
+# BF16TOL (tests/resume_lib.sh) against bf16 ZeRO-1's step. Each configuration's first 2
+# steps (every step is one launch under the emulator: the checks are per step, so steps from
+# two states say what six would, in a third of the time).
 FP32TOL=(--rho-grad 1e-5 --rho-loss 1e-6 --rho-norm 1e-6)
 S=(train.backend=cuda train.max_steps=6)
 # vs_ref LABEL REF STEPS W key=value...: each step of STEPS ("A B") on W ranks from REF's state
@@ -89,11 +89,11 @@ vs_ref() {
   step_check "$label" "$ref" "$TMP/$label/{k}" "${steps/ /-}" "${tols[@]}" || fail "$label: a step beyond $tol of the reference's"
 }
 train "$TMP/cpu" train.max_steps=6 ckpt.interval=1 ckpt.keep_last=6
-vs_ref f2 "$TMP/cpu" "1 4" 2 train.precision=fp32 dist.shard=full
+vs_ref f2 "$TMP/cpu" "1 2" 2 train.precision=fp32 dist.shard=full
 grep -q "NCCL dist.shard full" "$TMP/f2/1.log" || { cat "$TMP/f2/1.log"; fail "f2 did not run the NCCL full shard"; }
-vs_ref g2 "$TMP/cpu" "1 4" 2 train.precision=fp32 dist.shard=grads
+vs_ref g2 "$TMP/cpu" "1 2" 2 train.precision=fp32 dist.shard=grads
 grep -q "NCCL dist.shard grads" "$TMP/g2/1.log" || fail "g2 did not run the NCCL grads shard"
-for k in 1 2 3 4; do
+for k in 1 2; do
   cmp "$TMP/g2/$k/checkpoints/step-0000000$k/model.safetensors" "$TMP/f2/$k/checkpoints/step-0000000$k/model.safetensors" \
     || fail "fp32 W=2 step $k: grads and full differ"
 done
@@ -105,7 +105,7 @@ fi
 # bf16 against bf16 ZeRO-1 at the same W from the same state: the sharding alone (another
 # order of the same sums), so BF16TOL, which bounds a bf16 step against fp32's, covers it.
 mrun 2 "$TMP/b2o" $C dist.shard=optim ckpt.interval=1 ckpt.keep_last=6
-vs_ref b2s "$TMP/b2o" "1 3" 2 dist.shard=full
+vs_ref b2s "$TMP/b2o" "1 2" 2 dist.shard=full
 mrun 2 "$TMP/b2" $C dist.shard=full
 mrun 2 "$TMP/b2b" $C dist.shard=full
 same_metrics "$TMP/b2" "$TMP/b2b"
@@ -137,7 +137,7 @@ if [ "$RANKS" -ge 4 ]; then
   grep -q "replicas reduced on the host" "$TMP/h4m/1.log" || { cat "$TMP/h4m/1.log"; fail "h4m did not run host-MPI HSDP"; }
   echo "fp32 HSDP W=4 G=2 on the host-MPI fallback (OLMO_CUDA_NCCL=0): each step within FP32TOL of the CPU's"
   mrun 4 "$TMP/h4b0" $C dist.shard=optim ckpt.interval=1 ckpt.keep_last=6
-  vs_ref h4bs "$TMP/h4b0" "1 3" 4 dist.shard=full $H
+  vs_ref h4bs "$TMP/h4b0" "1 2" 4 dist.shard=full $H
   mrun 4 "$TMP/h4b" $C dist.shard=full $H
   mrun 4 "$TMP/h4bb" $C dist.shard=full $H
   same_metrics "$TMP/h4b" "$TMP/h4bb"
@@ -168,10 +168,10 @@ mrun 2 "$TMP/s" $CK dist.shard=full
 grep -q "resume: .*step 3" "$TMP/s.log" || { cat "$TMP/s.log"; fail "full did not resume at step 3"; }
 same_metrics "$TMP/u" "$TMP/s"
 cmp "$TMP/u/model.safetensors" "$TMP/s/model.safetensors" || fail "full W=2 resumed != uninterrupted"
-# the change of mode: each resumed optim step (4-6) within BF16TOL of full's from its state
+# the change of mode: resumed optim steps 4 and 5 each within BF16TOL of full's from its state
 # (step 4's is the checkpoint full wrote)
 mrun 2 "$TMP/s2" $CK dist.shard=optim train.allow_recipe_change=dist.shard ckpt.interval=1 ckpt.keep_last=6
-vs_ref s2s "$TMP/s2" "4 6" 2 dist.shard=full train.allow_recipe_change=dist.shard
+vs_ref s2s "$TMP/s2" "4 5" 2 dist.shard=full train.allow_recipe_change=dist.shard
 echo "full W=2 checkpoint: resumed in full bitwise, in optim each step within BF16TOL of full's"
 
 # A lost peer: rank 1 stopped (the bounded wait names it) or killed.
