@@ -55,9 +55,9 @@ step_check() {
 }
 # BF16TOL: a bf16 step against an fp32 one (or against another bf16 one whose fp32 sums ran
 # in another order) from the same state (step_check): loss and ce within 2^-9 = 1.95e-3
-# relative (bf16's unit roundoff: every matmul operand is rounded once, relative error <= 2^-9, and the loss is
-# the mean over 256 targets of terms whose errors take both signs, so first order it moves by
-# less than one operand rounding; measured <= 3e-5 on an AMD EPYC with AVX512_BF16), the
+# relative (bf16's unit roundoff: every matmul operand is rounded once, relative error
+# <= 2^-9, and the loss is the mean over 256 targets of terms whose errors take both signs,
+# so first order it moves by less than one operand rounding; measured <= 3e-5 on an AMD EPYC with AVX512_BF16), the
 # grad norm within sqrt(100) 2^-9 = 2e-2 (the path from the loss to layer 0's gradient rounds
 # about 100 matmul operands: per block ~22 in the backward (the MLP's 3 products, attention's
 # 4 and the projections' 4, two operands each) and the forward's activations, plus the LM

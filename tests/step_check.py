@@ -34,6 +34,7 @@ What is compared, per step (u = 2^-24, the fp32 unit roundoff):
 Exit 1 with every failing row printed; else one line per step with each group's worst
 fraction of its allowance.
 """
+import functools
 import json
 import math
 import os
@@ -47,6 +48,7 @@ from safetensors_io import read  # noqa: E402
 U = 2.0 ** -24
 
 
+@functools.lru_cache(maxsize=None)   # step k's reference is step k+1's starting state
 def ckpt(run, k):
     d = f"{run}/checkpoints/step-{k:08d}"
     if not os.path.isdir(d):

@@ -18,8 +18,7 @@
 // sums here are the B x T = 2048-4096 tokens of a weight gradient, 2 sqrt(4096) u = 7.6e-6:
 // 1e-5 of max|ref|, test_parity.sh's and tests/step_check.py's number. Also printed, for
 // information: whether the result is bitwise, and the same measures for a pure reordering
-// of C = 1's own sums (its B instances' gradients computed apart and added) and for the
-// BLAS's own blocking (C = 1 with its sgemm calls blocked in 64 and 128 rows).
+// of C = 1's own sums (its B instances' gradients computed apart and added).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,27 +76,6 @@ int main(int argc, char **argv) {
     // the whole instance on this rank
     float *g1 = xcalloc(n, sizeof(float)), *lg1 = xmalloc(sizeof(float) * N * Vp);
     LossSums s1 = model_forward_backward(&m, in, tg, B, T, z, inv, g1, lg1, NULL);
-    // The BLAS's own blocking, for information: the same whole run with every sgemm call
-    // blocked in 64 and in 128 rows instead of the shape rule. Where a row's bits depend on
-    // its place in the call (OpenBLAS's Haswell/Zen sgemm; not its SkylakeX one), the
-    // members' calls, a C-th of the rows, round differently for that reason alone, CP or not.
-    double f_logits = 0, f_grad = 0;
-    {
-        float *gf = xcalloc(n, sizeof(float)), *lgf = xmalloc(sizeof(float) * N * Vp);
-        for (int blk = 64; blk <= 128; blk *= 2) {
-            matmul_force_block(blk);
-            model_forward_backward(&m, in, tg, B, T, z, inv, gf, lgf, NULL);
-            matmul_force_block(0);
-            int bw = 1;
-            double mx_unused = 0, d = rel(lgf, lg1, N * Vp, &bw, &mx_unused);
-            f_logits = d > f_logits ? d : f_logits;
-            for (int i = 0; i < m.table.n; i++) {
-                d = rel(gf + m.table.p[i].offset, g1 + m.table.p[i].offset, m.table.p[i].numel, &bw, &mx_unused);
-                f_grad = d > f_grad ? d : f_grad;
-            }
-        }
-        free(gf), free(lgf);
-    }
     const double tol_elem = 1e-5;   // logits and gradients: max|d| / max|ref| (the header's derivation)
     // The scale of a mere reordering of the same sums: the whole run's gradient as the sum of
     // its instances' separate gradients (B calls of one instance each) against one call.
@@ -159,11 +137,10 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         printf("C=%d T=%d B=%d head_stride=%d yarn=%d: L2-relative logits %.3g%s, ce %.3g, z %.3g, gradients %.3g "
                "(worst tensor %s on rank 0)%s | max|d|/max|ref|: logits %.3g, gradients %.3g | C = 1 "
-               "itself with its instances' gradients summed separately: L2 %.3g, max %.3g | C = 1 itself with "
-               "sgemm blocks of 64 and 128 rows: L2 logits %.3g, gradients %.3g | tolerances: ce, z %.0e, "
+               "itself with its instances' gradients summed separately: L2 %.3g, max %.3g | tolerances: ce, z %.0e, "
                "max|d|/max|ref| of the logits and of each gradient %.0e\n", C, T, B, hs, yarn, mx[0],
                bw_logits ? " (bitwise on rank 0)" : "", mx[1], mx[2], mx[3], worst, bitwise ? ", gradients bitwise" : "",
-               mx[4], mx[5], d_reorder, m_reorder, f_logits, f_grad, tol, tol_elem);
+               mx[4], mx[5], d_reorder, m_reorder, tol, tol_elem);
         fail = !(mx[1] <= tol) || !(mx[2] <= tol) || !(mx[4] <= tol_elem) || !(mx[5] <= tol_elem);
         if (fail) printf("FAIL: beyond the tolerances\n");
     }

@@ -44,11 +44,6 @@ void matmul_forward(float *out, const float *inp, const float *W, int N, int C, 
 // dW (OC, C) = dout^T @ inp (overwritten, or added when accumulate_dW). NULL skips one.
 void matmul_backward(float *dinp, float *dW, const float *dout, const float *inp, const float *W,
                      int N, int C, int OC, int accumulate_dinp, int accumulate_dW, Precision p, Bf16Work *ws);
-// Tests only: every block of the fp32 matmuls' sgemm calls `rows` long (0: the shape rule,
-// matmul.c). The same products in another valid blocking: on BLAS kernels where a row's bits
-// depend on its place in the call (OpenBLAS's Haswell/Zen sgemm tiles rows unevenly), the
-// result moves by that kernel's own rounding, the floor tool_cp_exact measures.
-void matmul_force_block(int rows);
 
 // ---- RMSNorm: out = w * x / sqrt(mean(x^2) + eps), rows of length C ---------------------
 // out (N, C) (may not alias inp), rstd (N) saved for backward. in_stride/out_stride: row

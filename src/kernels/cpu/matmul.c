@@ -23,14 +23,10 @@ int matmul_bf16_engine_on_cpu(const char *name) {
     return 0;
 }
 
-static int forced_block;   // matmul_force_block (kernels.h): tests only
-void matmul_force_block(int rows) { forced_block = rows; }
-
 // Each block's call repacks the whole shared operand, so blocks below 256 rows cost more
 // in packing than they gain; large dims (the LM head's vocab) get ~32 blocks.
 
 static int block_size(int dim) {
-    if (forced_block) return forced_block;
     int b = (dim + 31) / 32;
     b = (b + 63) / 64 * 64;
     if (b < 256 && dim >= 1024) b = 256;
