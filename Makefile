@@ -110,6 +110,13 @@ $(BUILD)/src/cli/main.o: $(BUILD)/git-rev.txt
 $(BUILD)/src/cli/main.o: CFLAGS += -DOLMO_GIT_REV='"$(GIT_REV)"'
 .PHONY: FORCE
 FORCE:
+# The flags every object is compiled and linked with, stamped like the commit: a build dir
+# switched between `make` and `make CUDA=0` (or MPI=0, other CFLAGS) recompiles everything
+# instead of linking objects of both builds into one binary.
+BUILD_FLAGS := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(CXX) | $(LDFLAGS) $(LDLIBS) | CUDA=$(CUDA) CUDA_EMU=$(CUDA_EMU) NCCL=$(NCCL)
+$(BUILD)/flags.txt: FORCE
+	@mkdir -p $(BUILD); echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
+$(OBJ) $(BUILD)/src/cli/main.o $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.o) $(TEST_CU_BIN:%=%.cu.o): $(BUILD)/flags.txt
 
 $(BUILD)/libolmo.a: $(OBJ)
 	@rm -f $@

@@ -5,7 +5,8 @@
 # crashed a parser: must pass), then fuzz each harness for SECONDS_EACH seconds (default 60;
 # 0 = replay only) starting from fuzz/corpus/<harness>/. New corpus entries go to
 # $FUZZ_BUILD/corpus/<harness>/ (the committed seeds stay small); crashes to
-# $FUZZ_BUILD/crash/<harness>/. Exit 1 on any crash. Stats: $FUZZ_BUILD/stats.txt.
+# $FUZZ_BUILD/crash/<harness>/, FUZZ_JOBS harnesses at a time (default 2). Exit 1 on any
+# crash. Stats: $FUZZ_BUILD/stats.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -55,9 +56,14 @@ for h in $HARNESSES; do
             echo "ok: $h: $(ls "fuzz/regress/$h" | wc -l) regression input(s) replayed"
         fi
     fi
-    [ "$SECS" -gt 0 ] || continue
+done
+
+# fuzz_one H: fuzz harness H for SECS seconds; its stats line into $B/fuzz/H.stat, and
+# exit 1 on a crash. Each libFuzzer process is single-threaded, so JOBS of them run at once:
+# every harness still gets SECS seconds of a core, in 1/JOBS of the wall time.
+fuzz_one() {
+    local h=$1 log="$B/fuzz/$1.log" st
     mkdir -p "$B/corpus/$h" "$B/crash/$h"
-    log="$B/fuzz/$h.log"
     # -close_fd_mask=2: the parsers' own error messages would swamp the log (libFuzzer
     # keeps its own and the sanitizers' reports). -rss_limit/-malloc_limit: an input that
     # makes a parser allocate > 2 GiB is a bug (resource limits on untrusted input).
@@ -66,16 +72,30 @@ for h in $HARNESSES; do
         -artifact_prefix="$B/crash/$h/" "$B/corpus/$h" "fuzz/corpus/$h" > "$log" 2>&1; then
         st=ok
     else
-        st=CRASH; fail=1
+        st=CRASH
     fi
+    local execs cov ft corp
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)
     ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)
     corp=$(ls "$B/corpus/$h" | wc -l)
-    line="$h: $st ${SECS}s execs=$execs cov=$cov ft=$ft corpus=$corp"
-    echo "$line" | tee -a "$B/stats.txt"
-    if [ $st = CRASH ]; then
-        grep -E 'ERROR|runtime error|SUMMARY|Test unit written|^    #[0-9] ' "$log" | head -30
-    fi
-done
+    echo "$h: $st ${SECS}s execs=$execs cov=$cov ft=$ft corpus=$corp" > "$B/fuzz/$h.stat"
+    [ $st = ok ]
+}
+if [ "$SECS" -gt 0 ]; then
+    pids=()
+    for h in $HARNESSES; do
+        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+        fuzz_one "$h" & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    for h in $HARNESSES; do   # in harness order, whatever order they finished in
+        line=$(cat "$B/fuzz/$h.stat")
+        echo "$line" | tee -a "$B/stats.txt"
+        if [[ $line == "$h: CRASH"* ]]; then
+            fail=1
+            grep -E 'ERROR|runtime error|SUMMARY|Test unit written|^    #[0-9] ' "$B/fuzz/$h.log" | head -30
+        fi
+    done
+fi
 exit $fail

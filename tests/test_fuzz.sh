@@ -2,7 +2,7 @@
 # test_fuzz.sh: scripts/fuzz.sh in CI size: builds the libFuzzer harnesses (fuzz/*.c, clang
 # ASan+UBSan), replays every regression input (fuzz/regress/<harness>/: inputs that once
 # crashed a parser) and fuzzes each harness for FUZZ_SECONDS (default 20 s; 10 harnesses,
-# ~4-5 min in all with the build from scratch). Any crash, sanitizer report, leak of fds or memory past
+# two at a time on 2 cores: ~100 s of fuzzing after the build). Any crash, sanitizer report, leak of fds or memory past
 # 2 GiB, or a regression input that crashes again fails the test. Longer runs:
 # `scripts/fuzz.sh 600` (docs/robustness.md).
 set -euo pipefail
