@@ -17,8 +17,11 @@
 #  3. SIGTERM and SIGHUP to the launcher (scripts/olmo-mpirun): a published checkpoint at the
 #     step, exit 0, the rerun bitwise equal to the uninterrupted run.
 #  4. the MPI network cut mid-run (the daemons' still up), and a lost host (hostb frozen and
-#     cut off): the job ends within 30 s (OLMO_DIST_TIMEOUT=4), the ranks naming the rank and
-#     host they lost (dist/dist_watch.h); nothing of the job is left running on either host.
+#     cut off, while a stray process keeps writing a heartbeat under rank 1's name): the job
+#     ends within 30 s (OLMO_DIST_TIMEOUT=4), the ranks naming the rank and host they lost
+#     (dist/dist_watch.h); nothing of the job is left running on either host.
+#  The heartbeats a crash leaves in RUN_DIR/.alive (and a larger run's extra ranks) are
+#  cleared by the rerun (part 2).
 # Cleanup (trap): every process in both namespaces killed, namespaces, veth and /etc/netns
 # entries removed, whatever happens. Skips, with a line saying why, where namespaces cannot
 # be made (not root, no CAP_SYS_ADMIN, no `ip`).
@@ -153,11 +156,16 @@ wait $jobpid 2>/dev/null || true
 grep -q "^pid [0-9]* host hosta started .* lease 2$" $TMP/crash/.lock || fail "lock after the crash: $(cat $TMP/crash/.lock)"
 no_leftovers "the crash"
 cp $TMP/crash.log $TMP/crash1.log
+# The crash left its ranks' heartbeats; a run at a larger world size would have left more
+# (planted: rank 7). The rerun must clear them at start: none is left when it ends.
+[ "$(ls $TMP/crash/.alive | wc -l)" = 2 ] || fail "heartbeats after the crash: $(ls $TMP/crash/.alive)"
+echo "host hostc seq 1 wait -" > $TMP/crash/.alive/rank-7
 job hostb ba 4 $TMP/crash "${Q[@]}" || fail "rerun from hostb at W=4: $(tail -20 $TMP/crash.log)"
 grep -q "run lock: $TMP/crash/.lock was held by pid [0-9]* on host hosta .*whose lease of 2 s expired" $TMP/crash.log \
   || fail "no lease takeover: $(head -20 $TMP/crash.log)"
 grep -q "^placement: 4 ranks on 2 hosts | hostb: ranks 0-1" $TMP/crash.log || fail "rank 0 not on hostb: $(grep placement $TMP/crash.log)"
 grep -q "^resume: .*step-.* saved by 2 ranks, now 4" $TMP/crash.log || fail "the rerun did not resume: $(head -20 $TMP/crash.log)"
+[ ! -e $TMP/crash/.alive ] || fail "the rerun left heartbeats behind: $(ls $TMP/crash/.alive)"
 cmp $TMP/straight/model.safetensors $TMP/crash/model.safetensors || fail "crash + rerun from hostb differs from the straight run"
 no_leftovers "the rerun"
 echo "ok lease: a second run from the other host refused while live; after a crash, rank 0 on the other host at W=4 takes the lock over and resumes bitwise"
@@ -194,6 +202,11 @@ for fault in link host; do
   jobpid=$!
   at_step $F 5
   if [ $fault = host ]; then
+    # A process of an earlier job that nobody killed keeps writing rank 1's heartbeat (in
+    # the file naming of any version): it must not pass for this run's rank 1.
+    ( while :; do for f in rank-1 rank-1.0123456789abcdef; do
+        echo "host hostb seq 1 wait -" > $F/.alive/$f.g && mv $F/.alive/$f.g $F/.alive/$f; done; sleep 0.2; done ) &
+    ghost=$!
     for p in $(ip netns pids $B); do kill -STOP $p; done   # hostb stops answering
     ip -n $A link set $VA down
   fi
@@ -201,6 +214,7 @@ for fault in link host; do
   t1=$SECONDS
   set +e; wait $jobpid; rc=$?; set -e
   took=$((SECONDS - t1))
+  [ $fault = link ] || kill $ghost
   [ $rc != 0 ] && [ $rc != 124 ] || fail "$fault lost: exit $rc (124: still running after 120 s): $(grep -v '^step' $F.log | tail -20)"
   [ $took -le 30 ] || fail "$fault lost: the job took $took s to end"
   if [ $fault = link ]; then

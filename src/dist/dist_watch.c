@@ -1,6 +1,7 @@
 // dist_watch.c: see dist_watch.h (the heartbeat files and the deadline on collectives).
 #include "dist/dist_watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/dist.h"
 #include "util/common.h"
 #include "util/ticker.h"
 
@@ -18,6 +20,7 @@
 static struct {
     int on, rank, world, timeout;
     double period;
+    unsigned long long run;              // this run's id (rank 0's, broadcast): in every heartbeat's name
     char dir[4200], mine[4300], host[256];
     atomic_llong since_ms;               // when this rank entered its collective; 0 outside one
     _Atomic(const char *) what;          // which collective
@@ -69,7 +72,7 @@ static double mtime(const char *path) {
 static Beat beat_read(int r, double ref) {
     Beat b = {.host = "?", .wait = "?", .age = 1e9, .ok = 0};
     char path[4300], line[512];
-    snprintf(path, sizeof path, "%s/rank-%d", g.dir, r);
+    snprintf(path, sizeof path, "%s/rank-%d.%016llx", g.dir, r, g.run);
     FILE *f = fopen(path, "r");
     if (!f) return b;
     if (fgets(line, sizeof line, f)) {
@@ -105,9 +108,12 @@ static void judge(double waited, const char *what) {
         if (r == g.rank) continue;
         Beat b = beat_read(r, ref);
         if (!b.ok || b.age > stale) {
-            if (ng < sizeof gone)
+            if (ng < sizeof gone && b.ok)
                 ng += (size_t)snprintf(gone + ng, sizeof gone - ng, "%srank %d on host %s (no heartbeat for %.0f s)",
-                                       ng ? ", " : "", r, b.host, b.ok ? b.age : waited);
+                                       ng ? ", " : "", r, b.host, b.age);
+            else if (ng < sizeof gone)
+                ng += (size_t)snprintf(gone + ng, sizeof gone - ng, "%srank %d (no heartbeat from it in this run)",
+                                       ng ? ", " : "", r);
         } else if (!strcmp(b.wait, "-")) {
             if (!busy[0]) snprintf(busy, sizeof busy, "rank %d on host %s", r, b.host);
         } else if (strcmp(b.host, g.host) != 0 && nc < sizeof cut) {
@@ -145,30 +151,64 @@ static int watch(void *arg) {
     return 0;
 }
 
+// Rank 0, before any rank of this run writes a heartbeat (dist_watch_start): remove what an
+// earlier run left in RUN_DIR/.alive (a crash leaves every rank's file; a run at a larger world
+// size leaves ranks this one does not have), so that the directory goes with the last rank out.
+static void clear_old_beats(void) {
+    DIR *d = opendir(g.dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4500];
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "rank-", 5)) {
+            snprintf(path, sizeof path, "%s/%s", g.dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
+// This run's id: rank 0's clock and pid, the same on every rank. A heartbeat's file name
+// carries it, so a file of another run (left by a crash, or still written by a process of a
+// dead job that nobody has killed yet) is never read as this run's rank: neither a dead rank
+// taken for alive nor a live one's file overwritten by a ghost.
+static unsigned long long run_id(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec) ^
+           ((unsigned long long)getpid() << 40);
+}
+
 int dist_watch_start(const char *run_dir, int rank, int world, char *msg, unsigned long msglen) {
     msg[0] = 0;
     if (g.on || world <= 1) return 0;
     const char *e = getenv("OLMO_DIST_TIMEOUT");
     long t = TIMEOUT_DEFAULT;
+    int bad = 0;
     if (e && *e) {
         char *end;
         t = strtol(e, &end, 10);
-        if (*end || t < 0 || t > 86400 * 7) {
-            snprintf(msg, msglen, "OLMO_DIST_TIMEOUT=%s: the deadline on MPI collectives must be a whole number of "
-                                  "seconds (0 = none; default %d)", e, TIMEOUT_DEFAULT);
-            return -1;
-        }
+        bad = *end || t < 0 || t > 86400 * 7;
+    }
+    // Every rank reaches the broadcast (whatever its OLMO_DIST_TIMEOUT); rank 0 clears the old
+    // heartbeats before it, so no heartbeat of this run exists yet when it does.
+    snprintf(g.dir, sizeof g.dir, "%s/.alive", run_dir);
+    if (rank == 0) clear_old_beats();
+    g.run = rank == 0 ? run_id() : 0;
+    dist_bcast(&g.run, sizeof g.run, 0);
+    if (bad) {
+        snprintf(msg, msglen, "OLMO_DIST_TIMEOUT=%s: the deadline on MPI collectives must be a whole number of "
+                              "seconds (0 = none; default %d)", e, TIMEOUT_DEFAULT);
+        return -1;
     }
     if (t == 0) return 0;
     g.timeout = (int)t, g.rank = rank, g.world = world;
     g.period = t / 8.0 < 0.25 ? 0.25 : t / 8.0 > 10 ? 10 : t / 8.0;
     gethostname(g.host, sizeof g.host - 1);
-    snprintf(g.dir, sizeof g.dir, "%s/.alive", run_dir);
     if (mkdir(g.dir, 0755) != 0 && errno != EEXIST) {
         snprintf(msg, msglen, "cannot create %s: %s", g.dir, strerror(errno));
         return -1;
     }
-    snprintf(g.mine, sizeof g.mine, "%s/rank-%d", g.dir, rank);
+    snprintf(g.mine, sizeof g.mine, "%s/rank-%d.%016llx", g.dir, rank, g.run);
     g.next_judge = g.timeout;
     g.on = 1;
     if (ticker_start(&g.ticker, g.period, 1, watch, NULL) != 0) {

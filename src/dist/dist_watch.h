@@ -1,7 +1,9 @@
 // dist_watch.h: olmo.c's own deadline on its MPI collectives (OLMO_DIST_TIMEOUT), so that a
 // lost node or link ends the job with a message instead of every rank spinning forever.
-// Each rank runs one thread that (a) writes a heartbeat file, RUN_DIR/.alive/rank-R ("host H
-// seq S wait WHAT"), every timeout/8 seconds (0.25 to 10 s) and (b) watches the collective
+// Each rank runs one thread that (a) writes a heartbeat file, RUN_DIR/.alive/rank-R.ID ("host H
+// seq S wait WHAT"; ID: this run's, from rank 0, so that what an earlier run left there, or a
+// process of a dead job still writes, is never taken for this run's; rank 0 clears the old
+// files at start), every timeout/8 seconds (0.25 to 10 s) and (b) watches the collective
 // this rank is in (dist.c brackets every blocking MPI call with dist_watch_enter/leave).
 // When one has waited longer than the timeout, the thread reads every rank's heartbeat:
 //  - a heartbeat not renewed for 4 periods: that rank (or its host) is gone: the message names
