@@ -9,7 +9,8 @@
 #  4. the OLMo 3 7B recipes name OLMo-core's v3-small-ppl-validation sets under eval.base_dir
 #     with {TOKENIZER}: stage 1 with fake small files at those paths (and a tiny model over it)
 #     parses, is not refused, and evaluates all 11 sets; without the files the error names the
-#     resolved path.
+#     resolved path; without eval.downstream_dir (its 26 downstream labels) exit 2 naming the
+#     key, nothing written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -83,8 +84,15 @@ rc=0; "$OLMO" train configs/olmo3-7b-stage1.yml "${TINY[@]}" train.run_dir="$T/7
 [ $rc = 2 ] && grep -q "cannot read /data/ai2-llm/eval-data/perplexity/v3_small_dolma2-tokenizer/c4_en/val/part-0-00000.npy" "$T/4a.err" \
   || fail "7B recipe without the files: exit $rc: $(cat "$T/4a.err")"
 [ ! -e "$T/7b-nofiles" ] || fail "7B recipe without the files wrote its run directory"
-"$OLMO" train configs/olmo3-7b-stage1.yml "${TINY[@]}" eval.base_dir="$T/ai2-llm" train.run_dir="$T/7b" >"$T/4b.out" 2>&1 \
-  || fail "7B recipe with the files: $(tail -5 "$T/4b.out")"
+# its downstream suite (eval.downstream, 26 labels) needs eval.downstream_dir, left to the user:
+# without it, exit 2 naming the key, nothing written; eval.downstream= drops the suite
+rc=0; "$OLMO" train configs/olmo3-7b-stage1.yml "${TINY[@]}" eval.base_dir="$T/ai2-llm" train.run_dir="$T/7b-nods" \
+  >"$T/4c.out" 2>"$T/4c.err" || rc=$?
+[ $rc = 2 ] && grep -q "eval.downstream: arc_challenge_test_bpb_5shot: set eval.downstream_dir" "$T/4c.err" \
+  || fail "7B recipe without eval.downstream_dir: exit $rc: $(cat "$T/4c.err")"
+[ ! -e "$T/7b-nods" ] || fail "7B recipe without eval.downstream_dir wrote its run directory"
+"$OLMO" train configs/olmo3-7b-stage1.yml "${TINY[@]}" eval.base_dir="$T/ai2-llm" eval.downstream= train.run_dir="$T/7b" \
+  >"$T/4b.out" 2>&1 || fail "7B recipe with the files: $(tail -5 "$T/4b.out")"
 /usr/bin/python3 - "$T/7b/metrics.jsonl" <<'PY'
 import json, sys
 ev = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "eval"]

@@ -292,8 +292,17 @@ def main():
             olmo_pairs.append((s, c, S_c))
             ref_pairs.append((s, c, S_ref))
         want, loose = compute(metric, olmo_pairs), compute(metric, ref_pairs)
-        keys = sorted(k.split("/")[-1] for k in got if k.startswith(f"downstream/{label}/") and not k.endswith("/samples"))
+        keys = sorted(k.split("/")[-1] for k in got if k.startswith(f"downstream/{label}/")
+                      and not k.endswith(("/samples", "/chance")))
         check(keys == sorted(want), f"{label}: metric names C {keys} ref {sorted(want)}")
+        # chance (acc / len_norm tasks only): the mean over questions of 1 / choices
+        nch = {}
+        for s, c, _ in pairs:
+            nch[s["doc_id"]] = nch.get(s["doc_id"], 0) + 1
+        want_ch = sum(1.0 / n for n in nch.values()) / len(nch) if metric in ("acc", "len_norm") else None
+        got_ch = got.get(f"downstream/{label}/chance")
+        check((got_ch is None) == (want_ch is None) and (want_ch is None or abs(got_ch - want_ch) <= 1e-12),
+              f"{label}: chance C {got_ch} ref {want_ch}")
         for k, v in want.items():
             c = got.get(f"downstream/{label}/{k}")
             check(c is not None and abs(c - v) <= 1e-6 * max(1.0, abs(v)), f"{label}/{k}: C {c} ref {v}")

@@ -3,7 +3,8 @@
 //
 //  1. Landmarks: the steps at which both runs wrote an eval record to metrics.jsonl.
 //     For every held-out metric both runs report (eval/<set>/{ce,ppl,bpb},
-//     eval/macro/*, task/<name>/{acc,len_norm,bpb}) it prints A, B and the gap B - A at
+//     eval/macro/*, task/<name>/{acc,len_norm,bpb}, downstream/<label>/<metric> of OLMo 3's
+//     suite) it prints A, B and the gap B - A at
 //     each landmark, the largest |gap| and how often the gap's sign flips across
 //     landmarks (a reproduction's gaps flip; a systematic difference does not).
 //  2. With --kl-set: token-level KL(A||B) = sum_v pA(v) log(pA(v)/pB(v)) of the two runs'
@@ -12,7 +13,8 @@
 //     token file, one instance per document truncated to seq_len, as in src/eval).
 //     Logits of one micro-batch per model exist at a time.
 //  3. Verdict against tolerances (docs/report.md): |gap| of every */ce metric within
-//     --tol-ce, of every task acc/len_norm within --tol-task, mean KL within --tol-kl.
+//     --tol-ce, of every task acc/len_norm (and downstream acc_v1/v2, len_norm_v1/v2) within
+//     --tol-task, mean KL within --tol-kl.
 //     Exit 0 match, 1 mismatch, 2 bad input.
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +50,8 @@ static void usage(FILE *f) {
             "held-out documents. Ends with a verdict (docs/report.md):\n"
             "\n"
             "  --tol-ce X     every eval/*/ce gap within X nats at every landmark (default %.3g)\n"
-            "  --tol-task X   every task/*/acc and len_norm gap within X (default %.3g)\n"
+            "  --tol-task X   every task/*/acc and len_norm gap (and downstream/*/acc_v*,\n"
+            "                 len_norm_v*) within X (default %.3g)\n"
             "  --tol-kl X     mean KL(A||B) within X nats/token (default %.3g)\n"
             "  --kl-set FILE  token file (raw uint32, EOS-separated documents) for the KL\n"
             "  --kl-docs N    first N complete documents of it (default 64; 0 = all)\n"
@@ -135,6 +138,11 @@ static int metric_class(const char *k) {
     if (!strncmp(k, "task/", 5)) {
         if (ends_with(k, "/acc") || ends_with(k, "/len_norm")) return 2;
         if (ends_with(k, "/bpb")) return 0;
+    }
+    if (!strncmp(k, "downstream/", 11)) {   // OLMo 3's suite: ICLMetric's names (docs/eval.md)
+        if (strstr(k, "/acc_v") || strstr(k, "/len_norm_v")) return 2;   // accuracies: --tol-task
+        if (ends_with(k, "/samples") || ends_with(k, "/chance")) return -1;   // a count, a constant
+        return 0;   // bpb, ce_loss, soft, soft_log: printed
     }
     return -1;
 }

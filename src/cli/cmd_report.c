@@ -143,6 +143,7 @@ typedef struct {
     double *vlines;             // stage boundaries on the x axis, and their labels
     char **vlabels;
     int nvlines;
+    double ref_y;               // finite: chart() adds a dark dashed "chance" line at this y
 } Report;
 
 // One chart of `key` (a metric key of train or eval records) for every run.
@@ -150,7 +151,7 @@ typedef struct {
 static void chart(Report *rp, const char *title, const char *ylabel, int from_eval, const char *key, const char *also) {
     const int xaxis = rp->xaxis;
     int ns = 0;
-    SvgSeries *s = xcalloc((size_t)rp->nruns * 2, sizeof(SvgSeries));
+    SvgSeries *s = xcalloc((size_t)rp->nruns * 2 + 1, sizeof(SvgSeries));
     char **ids = xcalloc((size_t)rp->nruns * 4, sizeof(char *));
     double **bufs = xcalloc((size_t)rp->nruns * 4, sizeof(double *));
     int nbuf = 0, nid = 0, any = 0;
@@ -186,6 +187,16 @@ static void chart(Report *rp, const char *title, const char *ylabel, int from_ev
             s[ns++] = (SvgSeries){id, label, svg_color(r), x, y, n, dashed, ev};
         }
     }
+    double xr[2] = {INFINITY, -INFINITY}, yr[2] = {rp->ref_y, rp->ref_y};
+    if (any && isfinite(rp->ref_y)) {   // the reference spans the series' x range
+        for (int i = 0; i < ns; i++)
+            for (int j = 0; j < s[i].n; j++)
+                if (isfinite(s[i].y[j]) && isfinite(s[i].x[j])) {
+                    if (s[i].x[j] < xr[0]) xr[0] = s[i].x[j];
+                    if (s[i].x[j] > xr[1]) xr[1] = s[i].x[j];
+                }
+        s[ns++] = (SvgSeries){"chance", "chance", "#222222", xr, yr, 2, 1, 0};
+    }
     if (any) {
         const int logy = strlen(key) > 4 && !strcmp(key + strlen(key) - 4, "/ppl");
         SvgChart c = {title, xaxis == X_TOKENS ? "tokens (all stages on one axis)" : "step (all stages on one axis)",
@@ -199,6 +210,25 @@ static void chart(Report *rp, const char *title, const char *ylabel, int from_ev
     free(ids);
     free(bufs);
     free(s);
+}
+
+// The OLMo 3 suite panel: the table (report_suite_table), then per label its primary
+// metric over steps, chance a dark dashed line where the metric is an accuracy.
+static void suite_panel(Report *rp, const Names *suite) {
+    report_suite_table(rp->f, rp->runs, rp->nruns, suite);
+    if (!suite->n) return;
+    fprintf(rp->f, "<div class=\"charts\">\n");
+    for (int i = 0; i < suite->n; i++) {
+        char key[300], title[400];
+        const char *m = report_suite_primary(rp->runs, rp->nruns, suite->name[i], key, sizeof key);
+        if (!m) continue;
+        rp->ref_y = report_suite_chance(rp->runs, rp->nruns, suite->name[i]);
+        if (isfinite(rp->ref_y)) snprintf(title, sizeof title, "%s: %s (chance %.3f)", suite->name[i], m, rp->ref_y);
+        else snprintf(title, sizeof title, "%s: %s", suite->name[i], m);
+        chart(rp, title, m, 1, key, NULL);
+        rp->ref_y = NAN;
+    }
+    fprintf(rp->f, "</div>\n");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -239,8 +269,9 @@ void report_names_free(Names *ns) {
     free(ns->name);
 }
 
-// Set names (eval/<set>/ce, macro excluded) and task names (task/<name>/acc|len_norm|bpb).
-static void collect_names(const Run *runs, int nruns, Names *sets, Names *tasks) {
+// Set names (eval/<set>/ce, macro excluded), task names (task/<name>/acc|len_norm|bpb) and
+// OLMo 3 suite labels (downstream/<label>/<metric>).
+static void collect_names(const Run *runs, int nruns, Names *sets, Names *tasks, Names *suite) {
     for (int r = 0; r < nruns; r++)
         for (int i = 0; i < runs[r].eval.n; i++) {
             const cJSON *it;
@@ -254,6 +285,8 @@ static void collect_names(const Run *runs, int nruns, Names *sets, Names *tasks)
                 else if (!strncmp(k, "task/", 5) &&
                          (!strcmp(slash, "/acc") || !strcmp(slash, "/len_norm") || !strcmp(slash, "/bpb")))
                     report_names_add(tasks, k + 5, (size_t)(slash - k - 5));
+                else if (!strncmp(k, "downstream/", 11) && slash > k + 11)
+                    report_names_add(suite, k + 11, (size_t)(slash - k - 11));
             }
         }
 }
@@ -500,8 +533,8 @@ int cmd_report(int argc, char **argv) {
         sprintf(outpath, "%s/report.html", dirs[0]);
     } else outpath = xstrdup("report.html");
 
-    Names sets = {0, NULL}, tasks = {0, NULL};
-    collect_names(runs, nruns, &sets, &tasks);
+    Names sets = {0, NULL}, tasks = {0, NULL}, suite = {0, NULL};
+    collect_names(runs, nruns, &sets, &tasks, &suite);
 
     char *buf = NULL;
     size_t buflen = 0;
@@ -520,7 +553,7 @@ int cmd_report(int argc, char **argv) {
     fprintf(f, "</h1>\n<p class=\"note\">Written by <code>olmo report</code> from each run's metrics.jsonl and "
                "recipe.yml. Series are overlaid per metric, one color per run; dashed lines are held-out.</p>\n");
 
-    Report rp = {f, runs, nruns, 0, 0, xstep ? X_STEP : X_TOKENS, 0, 0, NULL, NULL, 0};
+    Report rp = {f, runs, nruns, 0, 0, xstep ? X_STEP : X_TOKENS, 0, 0, NULL, NULL, 0, NAN};
     stage_offsets(runs, nruns, &rp);
     report_alarm_views(runs, nruns);
     fprintf(f, "<h2>Summary</h2>\n");
@@ -538,6 +571,9 @@ int cmd_report(int argc, char **argv) {
 
     fprintf(f, "<h2>Downstream tasks</h2>\n");
     report_tasks(f, runs, nruns, &tasks);
+
+    fprintf(f, "<h2>OLMo 3 downstream suite (eval.downstream)</h2>\n");
+    suite_panel(&rp, &suite);
 
     char key[256];
     fprintf(f, "<h2>Training loss</h2>\n<div class=\"charts\">\n");
@@ -585,6 +621,7 @@ int cmd_report(int argc, char **argv) {
     free(outpath);
     report_names_free(&sets);
     report_names_free(&tasks);
+    report_names_free(&suite);
     for (int i = 0; i < rp.nvlines; i++) free(rp.vlabels[i]);
     free(rp.vlines);
     free(rp.vlabels);

@@ -87,5 +87,13 @@ const char *report_set_tag(const Run *runs, int nruns, const char *name, char *b
 // Downstream tasks: one bar chart (acc per task and run, chance marked) and one table
 // (a row per task: examples, chance, then per run acc, acc - chance and len_norm).
 void report_tasks(FILE *f, const Run *runs, int nruns, const Names *tasks);
+// OLMo 3's suite (eval.downstream, downstream/<label>/<metric>): a label's primary metric,
+// the first of len_norm_v1, acc_v1, bpb_v1, ce_loss_v1 any run records (OLMo-core's
+// "length-normalized accuracy", "accuracy", "BPB", "CE loss"), its key into key; NULL: none.
+const char *report_suite_primary(const Run *runs, int nruns, const char *label, char *key, size_t n);
+// downstream/<label>/chance of the runs' last records (acc / len_norm tasks), NAN when absent.
+double report_suite_chance(const Run *runs, int nruns, const char *label);
+// The suite's table: a row per label (metric, chance, per run its last value and step).
+void report_suite_table(FILE *f, const Run *runs, int nruns, const Names *suite);
 
 #endif

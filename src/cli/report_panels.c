@@ -533,3 +533,56 @@ void report_tasks(FILE *f, const Run *runs, int nruns, const Names *tasks) {
     free(acc);
     free(chance);
 }
+
+// ---------------------------------------------------------------------------------------
+// OLMo 3's downstream suite (eval.downstream)
+
+const char *report_suite_primary(const Run *runs, int nruns, const char *label, char *key, size_t n) {
+    static const char *const order[] = {"len_norm_v1", "acc_v1", "bpb_v1", "ce_loss_v1"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(key, n, "downstream/%s/%s", label, order[k]);
+        for (int r = 0; r < nruns; r++)
+            if (report_last_with(&runs[r].eval, key)) return order[k];
+    }
+    return NULL;
+}
+
+double report_suite_chance(const Run *runs, int nruns, const char *label) {
+    char key[300];
+    snprintf(key, sizeof key, "downstream/%s/chance", label);
+    for (int r = 0; r < nruns; r++) {
+        const cJSON *o = report_last_with(&runs[r].eval, key);
+        if (o) return report_num(o, key);
+    }
+    return NAN;
+}
+
+void report_suite_table(FILE *f, const Run *runs, int nruns, const Names *suite) {
+    if (!suite->n) {
+        fprintf(f, "<p>The OLMo 3 downstream suite was not evaluated (eval.downstream, docs/eval.md).</p>\n");
+        return;
+    }
+    fprintf(f, "<table class=\"suite\">\n<tr><th>label</th><th>metric</th><th>chance</th>");
+    for (int r = 0; r < nruns; r++) report_run_th(f, runs, r, ": last value, step");
+    fprintf(f, "</tr>\n");
+    for (int i = 0; i < suite->n; i++) {
+        char key[300];
+        const char *m = report_suite_primary(runs, nruns, suite->name[i], key, sizeof key);
+        if (!m) continue;
+        fprintf(f, "<tr><th>");
+        html_escape(f, suite->name[i]);
+        fprintf(f, "</th><td>%s</td>", m);
+        report_cell(f, report_suite_chance(runs, nruns, suite->name[i]), "%.3f");
+        for (int r = 0; r < nruns; r++) {
+            const cJSON *o = report_last_with(&runs[r].eval, key);
+            if (o) fprintf(f, "<td>%.4f, step %.0f</td>", report_num(o, key), report_num(o, "step"));
+            else fprintf(f, "<td>&ndash;</td>");
+        }
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n<p class=\"note\">Per label its primary metric as ICLMetric names it: len_norm_v1 "
+               "(length-normalized accuracy) or acc_v1 (accuracy) for multiple-choice tasks, higher is better, "
+               "chance the mean over questions of 1 / choices; bpb_v1 (bits per byte of the gold continuation) "
+               "for the bpb tasks, lower is better, no chance level. Every metric is in metrics.jsonl as "
+               "downstream/&lt;label&gt;/&lt;metric&gt; (docs/eval.md).</p>\n");
+}

@@ -3,7 +3,9 @@
 // one target), through eval_forward_rows; then ICLMetric's values (olmes_metrics.c) into the
 // record as "downstream/<label>/<metric>" and "downstream/<label>/samples" (the package's
 // sample count: one per question for fast_mc and bpb/ce_loss tasks, one per question and
-// continuation otherwise). With --details, one JSON line per scored pair, in update order:
+// continuation otherwise), and for acc / len_norm tasks "downstream/<label>/chance": the
+// accuracy of guessing, the mean over questions of 1 / choices (olmo report's reference
+// line; not one of ICLMetric's values). With --details, one JSON line per scored pair, in update order:
 // {"downstream", "doc_id", "cont_id", "label", "logp"}.
 #include <errno.h>
 #include <math.h>
@@ -26,6 +28,27 @@ int olmes_task_pairs(const OlmesTask *t, const double *S, OlmesScore *p) {
         }
     }
     return r;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+// The mean over questions (distinct doc_ids of the pairs) of 1 / the question's pairs.
+static double chance_of(const OlmesScore *p, int np) {
+    long *d = xmalloc(sizeof(long) * (size_t)(np ? np : 1));
+    for (int i = 0; i < np; i++) d[i] = p[i].doc_id;
+    qsort(d, (size_t)np, sizeof(long), cmp_long);
+    double sum = 0;
+    long nq = 0;
+    for (int i = 0, j; i < np; i = j) {
+        for (j = i; j < np && d[j] == d[i]; j++) {}
+        sum += 1.0 / (double)(j - i);
+        nq++;
+    }
+    free(d);
+    return nq ? sum / (double)nq : NAN;
 }
 
 void olmes_task_run(Evaluator *e, Model *m, const OlmesTask *t, cJSON *out) {
@@ -55,10 +78,14 @@ void olmes_task_run(Evaluator *e, Model *m, const OlmesTask *t, cJSON *out) {
         fprintf(det, "{\"downstream\":\"%s\",\"doc_id\":%ld,\"cont_id\":%d,\"label\":%d,\"logp\":%.17g}\n",
                 t->label, p[i].doc_id, p[i].cont_id, p[i].label, p[i].S);
     if (det) fclose(det);
-    const char *names[10];
-    double vals[10];
+    const char *names[11];
+    double vals[11];   // olmes_compute's (at most 10) and chance
     int k = olmes_compute(t->def->metric, t->label, p, np, names, vals);
     char key[200];
+    if (t->def->metric == OLMES_ACC || t->def->metric == OLMES_LEN_NORM) {
+        names[k] = "chance";
+        vals[k++] = chance_of(p, np);
+    }
     for (int i = 0; i <= k; i++) {
         snprintf(key, sizeof key, "downstream/%s/%s", t->label, i < k ? names[i] : "samples");
         double v = i < k ? vals[i] : (double)t->n;

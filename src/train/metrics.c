@@ -27,15 +27,16 @@ void metrics_open_tensorboard(MetricsLog *m, const char *run_dir) {
     m->tb = tfevents_open(dir);
 }
 
+// Every number of the record is a scalar (an eval record of the OLMo 3 suite has ~250:
+// 26 downstream tasks x up to 11 keys, so no fixed cap).
 static void write_scalars(TfEvents *t, const cJSON *obj) {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind"), *step = cJSON_GetObjectItemCaseSensitive(obj, "step");
     if (!cJSON_IsString(kind) || !cJSON_IsNumber(step)) return;
-    enum { MAX_SCALARS = 128 };
-    static char tags[MAX_SCALARS][256];
-    const char *tag[MAX_SCALARS];
-    double value[MAX_SCALARS];
-    int n = 0;
-    for (const cJSON *c = obj->child; c && n < MAX_SCALARS; c = c->next) {
+    int cap = cJSON_GetArraySize(obj), n = 0;
+    char (*tags)[256] = xmalloc(sizeof *tags * (size_t)(cap + 1));
+    const char **tag = xmalloc(sizeof *tag * (size_t)(cap + 1));
+    double *value = xmalloc(sizeof *value * (size_t)(cap + 1));
+    for (const cJSON *c = obj->child; c && n < cap; c = c->next) {
         if (!cJSON_IsNumber(c) || !c->string || !strcmp(c->string, "step")) continue;
         if (strchr(c->string, '/')) snprintf(tags[n], sizeof tags[n], "%s", c->string);
         else snprintf(tags[n], sizeof tags[n], "%s/%s", kind->valuestring, c->string);
@@ -43,6 +44,7 @@ static void write_scalars(TfEvents *t, const cJSON *obj) {
         value[n++] = c->valuedouble;
     }
     tfevents_scalars(t, (long)step->valuedouble, n, tag, value);   // one Event, one flush per record
+    free(tags); free(tag); free(value);
 }
 
 void metrics_write(MetricsLog *m, cJSON *obj) {
