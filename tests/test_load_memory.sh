@@ -36,14 +36,15 @@ set +e
 for src in $HF $R $R/checkpoints/step-00000004; do
   "$OLMO" info $src >$TMP/info 2>&1 || fail "info $src: $(cat $TMP/info)"
   grep -q "^parameters: 279488 total" $TMP/info || fail "info $src: parameters: $(cat $TMP/info)"
-  for row in "eval, fp32 weights" "generate, fp32 weights" "import-hf / export-hf" "train fp32" "train bf16"; do
+  for row in "eval, fp32 weights" "generate, fp32 weights" "eval, bf16 weights" "generate, bf16 weights" "import-hf / export-hf" \
+             "train fp32" "train bf16"; do
     grep -q "^  $row.* bytes  fits$" $TMP/info || fail "info $src: no '$row ... fits' row: $(cat $TMP/info)"
   done
 done
 grep -q "eval, fp32 weights .*fits" $TMP/info && grep -q "import-hf / export-hf (largest tensor, fp32) .* $((1024 * 64 * 4)) bytes" $TMP/info \
   || fail "info: import/export is not the largest tensor (the embedding): $(cat $TMP/info)"
 OLMO_MEM_LIMIT=1000 "$OLMO" info $HF >$TMP/info 2>&1 || fail "info with a limit: $(cat $TMP/info)"
-[ "$(grep -c "does not fit (refused with exit 2)" $TMP/info)" = 5 ] || fail "info: OLMO_MEM_LIMIT rows: $(cat $TMP/info)"
+[ "$(grep -c "does not fit (refused with exit 2)" $TMP/info)" = 7 ] || fail "info: OLMO_MEM_LIMIT rows: $(cat $TMP/info)"
 echo "info: HF directory, run and checkpoint described; OLMO_MEM_LIMIT marks every row"
 
 # (b) refusals below the need, nothing written

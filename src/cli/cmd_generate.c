@@ -31,7 +31,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo generate CKPT (--prompt TEXT | --tokens ID,ID,...) [--max-new N] [--greedy]\n"
             "                     [--temperature T] [--top-p P] [--seed S] [--eos ID] [--tokenizer FILE]\n"
-            "                     [--check-kv] [--dump-logits FILE]\n"
+            "                     [--check-kv] [--dump-logits FILE] [--weights stored|fp32]\n"
             "\n"
             "Continue a prompt with a KV-cache forward (docs/hf.md). CKPT: a run directory, a\n"
             "checkpoint directory, a model.safetensors file (shape from olmo_config metadata,\n"
@@ -50,7 +50,11 @@ static void usage(FILE *f) {
             "  --check-kv         compare the KV-cache logits at every prompt position with a\n"
             "                     full forward; prints the max relative error, exit 1 above 1e-5\n"
             "  --dump-logits FILE write the KV-cache logits of the prompt positions, real vocab rows,\n"
-            "                     as safetensors tensor \"logits\" (T, vocab_size) F32\n");
+            "                     as safetensors tensor \"logits\" (T, vocab_size) F32\n"
+            "  --weights stored   (default) keep bf16 weights (AI2's HF shards) in bf16, mapped from\n"
+            "                     the file, upcast to fp32 a layer at a time: 2 bytes a parameter,\n"
+            "                     logits bitwise those of fp32 weights (fp32 files load as before)\n"
+            "  --weights fp32     load every weight in fp32 (4 bytes a parameter)\n");
 }
 
 static long parse_long(const char *s, const char *opt, long lo, long hi) {
@@ -73,7 +77,7 @@ typedef struct {
     long max_new, eos;
     double temp, top_p;
     uint64_t seed;
-    int greedy, check;
+    int greedy, check, fp32;
 } GenArgs;
 
 // Options into a; returns 0, or 2 after the usage when no checkpoint is given.
@@ -91,6 +95,10 @@ static int parse_args(GenArgs *a, int argc, char **argv) {
         else if (!strcmp(o, "--eos") && has) a->eos = parse_long(argv[++i], o, -1, INT_MAX);
         else if (!strcmp(o, "--tokenizer") && has) a->tok_path = argv[++i];
         else if (!strcmp(o, "--dump-logits") && has) a->dump = argv[++i];
+        else if (!strcmp(o, "--weights") && has) {
+            if (strcmp(argv[i + 1], "stored") && strcmp(argv[i + 1], "fp32")) die_input("generate: --weights takes stored or fp32");
+            a->fp32 = !strcmp(argv[++i], "fp32");
+        }
         else if (!strcmp(o, "--greedy")) a->greedy = 1;
         else if (!strcmp(o, "--check-kv")) a->check = 1;
         else if (o[0] == '-') { usage(stderr); die_input("generate: unknown or incomplete option '%s'", o); }
@@ -181,28 +189,36 @@ int cmd_generate(int argc, char **argv) {
     size_t max_len = T + (size_t)a.max_new;
     if (max_len > INT_MAX / 2) die_input("generate: prompt + --max-new too long");
     const int keep_all = a.check || a.dump;
+    // Its weights as stored (bf16 kept bf16) unless --weights fp32; every tensor checked here.
+    ModelWeights mw;
+    if (model_weights_open(&s, a.fp32, &mw, err, sizeof err) != 0) die_input("generate: %s", err);
     // What the Model, the KV cache and the logits below take, against this machine's memory.
     {
-        const double need = model_generate_bytes(c, a.check ? (int)T : 1, PREFILL_CHUNK, (int)max_len,
-                                                 keep_all ? (int)T : 1),
-                     wb = model_weights_bytes(c);
-        char what[300], alt[400], f1[32], f2[32];
-        snprintf(what, sizeof what, "%s of fp32 weights + %s of KV cache, activations and logits for %zu positions",
-                 model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
+        const double wb = mw.bytes,
+                     need = model_generate_bytes(c, a.check ? (int)T : 1, PREFILL_CHUNK, (int)max_len,
+                                                 keep_all ? (int)T : 1, wb);
+        char what[400], alt[400], f1[32], f2[32];
+        snprintf(what, sizeof what, "%s of %s weights + %s of KV cache, activations and logits for %zu positions",
+                 model_fmt_bytes(wb, f1, sizeof f1), mw.ten ? "bf16 (as stored, + one layer's fp32 scratch)" : "fp32",
+                 model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
         snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
                  wb <= model_memory_available(NULL) ? "A shorter prompt or --max-new shrinks the cache; or run the model "
-                 "with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with llama.cpp",
+                 "with llama.cpp" : mw.ten ? "The bf16 weights alone exceed this machine's memory: run "
+                 "the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with "
+                 "llama.cpp",
                  a.ckpt);
         if (model_check_need("generate", need, what, alt, err, sizeof err)) die_input("%s", err);
     }
     // Parameters live in a Model (its full forward serves --check-kv); the KV path views them.
     Model m;
-    model_create(&m, c, 1, a.check ? (int)T : 1);
-    if (model_source_load(&s, &m.table, m.params, err, sizeof err) != 0) die_input("generate: %s", err);
+    model_create_eval(&m, c, 1, a.check ? (int)T : 1, mw.ten);
+    if (!mw.ten) model_weights_load(&mw, m.params);
+    fprintf(stderr, "generate: weights %s\n", mw.what);
     if (s.seq_len > 0 && max_len > (size_t)s.seq_len)
         warnf("generate: %zu positions exceed the training length %d", max_len, s.seq_len);
     KVModel kv;
-    kv_create(&kv, c, &m.table, m.params, (int)max_len, PREFILL_CHUNK);
+    if (m.stored) kv_create_stored(&kv, c, &m.table, m.stored, (int)max_len, PREFILL_CHUNK);
+    else kv_create(&kv, c, &m.table, m.params, (int)max_len, PREFILL_CHUNK);
     const int Vp = c->padded_vocab;
     int32_t *seq = xmalloc(sizeof(int32_t) * max_len);
     for (size_t i = 0; i < T; i++) seq[i] = (int32_t)ids[i];
@@ -242,6 +258,7 @@ int cmd_generate(int argc, char **argv) {
     free(ids);
     kv_free(&kv);
     model_destroy(&m);
+    model_weights_close(&mw);
     if (tok) tokenizer_free(tok);
     return rc;
 }
