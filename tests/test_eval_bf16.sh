@@ -6,7 +6,8 @@
 # 80 MB in fp32, 40 MB as stored) whose fp32 weights exceed an OLMO_MEM_LIMIT that its bf16
 # weights fit in:
 #  (a) eval and generate under that limit run on the stored weights and say so; the same
-#      commands with --weights fp32 are refused there (exit 2);
+#      commands with --weights fp32 are refused there (exit 2); without the limit generate's
+#      default (--weights auto) loads fp32, eval's (stored) keeps bf16;
 #  (b) their results equal the fp32 path (--weights fp32, no limit) on the same weights
 #      bit for bit: eval's --json, generate's --dump-logits and its greedy tokens (upcasting
 #      bf16 is exact, the fp32 maths is the same); --check-kv passes on the stored weights;
@@ -101,8 +102,11 @@ strip() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("eval/s
 [ "$(strip $TMP/ev1.json)" = "$(strip $TMP/ev2.json)" ] || fail "eval stored != fp32: $(strip $TMP/ev1.json) vs $(strip $TMP/ev2.json)"
 cmp -s $TMP/l1.st $TMP/l2.st || fail "generate's prompt logits: stored != fp32"
 cmp -s $TMP/g1 $TMP/g2 || fail "generate's tokens: stored $(cat $TMP/g1) != fp32 $(cat $TMP/g2)"
-"$OLMO" "${GEN[@]}" --check-kv >/dev/null 2>$TMP/err || fail "generate --check-kv on stored weights: $(cat $TMP/err)"
-echo "bitwise: eval's metrics, generate's logits and tokens equal the fp32 path's; --check-kv passes as stored"
+"$OLMO" "${GEN[@]}" --weights stored --check-kv >/dev/null 2>$TMP/err || fail "generate --check-kv on stored weights: $(cat $TMP/err)"
+# generate's default (--weights auto) loads fp32 where it fits: a token upcasts every weight again as stored
+"$OLMO" "${GEN[@]}" >$TMP/g3 2>$TMP/err && grep -qF "fp32, 76.06 MiB (--weights auto: the bf16 weights in fp32 fit" $TMP/err \
+  && cmp -s $TMP/g1 $TMP/g3 || fail "generate --weights auto without a limit: $(cat $TMP/err)"
+echo "bitwise: eval's metrics, generate's logits and tokens equal the fp32 path's; --check-kv passes as stored; generate's auto: fp32 where it fits"
 
 # (c) the float64 reference
 $PY - $TMP <<'PY' || fail "float64 reference"

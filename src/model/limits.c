@@ -118,8 +118,11 @@ double model_stored_weights_bytes(const ModelConfig *cfg, double stored) {
 
 double model_bf16_weights_bytes(const ModelConfig *cfg) { return model_stored_weights_bytes(cfg, 2.0 * params_d(cfg)); }
 
+// The CPU LM head's logits scratch: (CPU_LM_CHUNK, padded vocab) floats (kernels/cpu/ops_cpu.c).
+static double lmhead_scratch(const ModelConfig *cfg) { return 4.0 * CPU_LM_CHUNK * (double)cfg->padded_vocab; }
+
 double model_eval_bytes(const ModelConfig *cfg, int B, int T, double weights) {
-    return weights + (double)graph_plan_bytes(cfg, B, T, DT_F32, GRAPH_FORWARD_ONLY);
+    return weights + (double)graph_plan_bytes(cfg, B, T, DT_F32, GRAPH_FORWARD_ONLY) + lmhead_scratch(cfg);
 }
 
 double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows, double weights) {

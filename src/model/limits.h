@@ -48,8 +48,8 @@ double model_largest_tensor_bytes(const ModelConfig *cfg);
 double model_stored_weights_bytes(const ModelConfig *cfg, double stored);
 double model_bf16_weights_bytes(const ModelConfig *cfg);
 // olmo eval: `weights` (model_weights_bytes in fp32, or model_stored_weights_bytes) + the
-// forward-only activations for (B, T) (model_create_eval's: one block's buffers; the LM
-// head runs in chunks, no (T, vocab) logits).
+// forward-only activations for (B, T) (model_create_eval's: one block's buffers) + the LM
+// head's logits scratch (it runs in chunks of CPU_LM_CHUNK rows, no (T, vocab) logits).
 double model_eval_bytes(const ModelConfig *cfg, int B, int T, double weights);
 // olmo generate: `weights` + the full forward's activations for (1, full_T) (1, or the
 // prompt with --check-kv) + the KV-cache graph of max_len positions (max_n new tokens at a
