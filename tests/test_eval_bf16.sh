@@ -23,7 +23,7 @@ source tests/resume_lib.sh
 M=$TMP/m
 $PY - $M $TMP <<'PY' || fail "make the model"
 import json, os, struct, sys; sys.path.insert(0, 'tests/ref')
-import numpy as np, torch, olmo_ref, safetensors_io as st
+import numpy as np, torch, hf_random, olmo_ref, safetensors_io as st
 out, tmp = sys.argv[1:3]; os.makedirs(out)
 L, C, H, KV, D, M, V, VP = 8, 512, 8, 4, 64, 1024, 1000, 1024
 types = (['sliding_attention'] * 3 + ['full_attention']) * (L // 4)
@@ -35,15 +35,7 @@ rng = np.random.default_rng(0)
 bf = lambda a: st.bf16_bits_to_f32(st.f32_to_bf16_bits(a)).reshape(a.shape)   # the values the file holds
 r = lambda *s: bf(rng.standard_normal(s, dtype=np.float32) * 0.05)
 nrm = lambda k: (1 + 0.2 * rng.standard_normal(k)).astype(np.float32)         # F32 in the file
-parts = [{'model.embed_tokens.weight': r(V, C)}, {'model.norm.weight': nrm(C), 'lm_head.weight': r(V, C)}]
-for l in range(L):
-    p, d = f'model.layers.{l}.', parts[l * 2 // L]
-    for n, s in [('self_attn.q_proj', (H * D, C)), ('self_attn.k_proj', (KV * D, C)), ('self_attn.v_proj', (KV * D, C)),
-                 ('self_attn.o_proj', (C, H * D)), ('mlp.gate_proj', (M, C)), ('mlp.up_proj', (M, C)), ('mlp.down_proj', (C, M))]:
-        d[p + n + '.weight'] = r(*s)
-    for n, k in [('self_attn.q_norm', H * D), ('self_attn.k_norm', KV * D), ('post_attention_layernorm', C),
-                 ('post_feedforward_layernorm', C)]:
-        d[p + n + '.weight'] = nrm(k)
+parts = hf_random.olmo3_parts(L, C, H, KV, D, M, V, r, nrm)
 wm = {}
 for i, d in enumerate(parts):
     f = f'model-0000{i + 1}-of-00002.safetensors'
