@@ -98,11 +98,13 @@ typedef struct {
     const ModelView *norms; // fp32 norm weights: only q_norm, k_norm, attn_norm, mlp_norm, final_norm are read
     float *grad;            // the whole table's fp32 gradient, or NULL (forward only)
     int acc;                // 1: add this micro-batch's gradient to grad instead of writing it
-    // Sharded weights (dist.shard: full, train/fsdp.h), or NULL: w holds the whole table.
+    // Sharded weights (dist.shard: full, train/fsdp.h) or weights kept as stored (bf16,
+    // model/stored.h), or NULL: w holds the whole table.
     // Called before a part of the model first reads its weights in w (and norms): part
     // GRAPH_PART_EMBED, a block 0..L-1, or GRAPH_PART_HEAD (final norm + LM head), in the
-    // order of use: the forward E, 0, .., L-1, H, the backward L-1, .., 0; `next` is the part
-    // used after it (its gather can start now), GRAPH_PART_NONE at the end, where the call
+    // order of use: the forward E, 0, .., L-1, H, the backward L-1, .., 0 (the KV-cache
+    // forward: E, 0, .., L-1, and H when it computes logits); `next` is the part used after
+    // it (its gather can start now), GRAPH_PART_NONE at the end, where the call
     // (GRAPH_PART_NONE, GRAPH_PART_NONE) says no part is needed any more.
     void (*weights)(void *ctx, int part, int next);
     void *weights_ctx;
