@@ -3,7 +3,9 @@
 //   node tests/gguf_llama.mjs JOBS.json   runs the jobs (one process: llama.cpp loads once)
 // and prints one JSON array of their results. A job is one of
 //   {"model": M, "ce": T, "docs": [DOC.npy...]}   per-document held-out CE: [{tokens, ce}]
-//   {"model": M, "greedy": N, "prompt": [ids]}    N greedy tokens after the prompt: [ids]
+//   {"model": M, "greedy": N, "prompt": [ids]}    N greedy tokens after the prompt: [ids]; with
+//                                                 "timing": true {ids, prefill_s, decode_tokens_per_s}
+//                                                 (scripts/bench_scoring.sh: prompt processing speed)
 //   {"model": M, "greedy": N, "text": S}          the same from a text prompt (tokenized by
 //                                                 llama.cpp): {prompt, ids, text, prefill_s,
 //                                                 decode_tokens_per_s} (scripts/bench_gguf.sh)
@@ -102,6 +104,9 @@ for (const job of JSON.parse(fs.readFileSync(process.argv[2], "utf8"))) {
     const prompt = Array.from(model.tokenize(job.text, false)), timing = [];
     const ids = await greedy(model, job.greedy, prompt, timing);
     results.push({ prompt, ids, text: model.detokenize(ids), prefill_s: timing[0], decode_tokens_per_s: timing[1] });
+  } else if (job.greedy !== undefined && job.timing) {
+    const timing = [], ids = await greedy(model, job.greedy, job.prompt, timing);
+    results.push({ ids, prefill_s: timing[0], decode_tokens_per_s: timing[1] });
   } else if (job.greedy !== undefined) results.push(await greedy(model, job.greedy, job.prompt));
   else if (job.tokenize !== undefined) results.push(Array.from(model.tokenize(fs.readFileSync(job.tokenize, "utf8"), !!job.special)));
   else throw new Error(`unknown job ${JSON.stringify(job)}`);

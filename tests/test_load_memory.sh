@@ -36,14 +36,15 @@ set +e
 for src in $HF $R $R/checkpoints/step-00000004; do
   "$OLMO" info $src >$TMP/info 2>&1 || fail "info $src: $(cat $TMP/info)"
   grep -q "^parameters: 279488 total" $TMP/info || fail "info $src: parameters: $(cat $TMP/info)"
-  for row in "eval, fp32 weights" "generate, fp32 weights" "import-hf / export-hf" "train fp32" "train bf16"; do
+  for row in "eval, fp32 weights" "generate, fp32 weights" "eval, bf16 weights" "generate, bf16 weights" "import-hf / export-hf" \
+             "train fp32" "train bf16"; do
     grep -q "^  $row.* bytes  fits$" $TMP/info || fail "info $src: no '$row ... fits' row: $(cat $TMP/info)"
   done
 done
 grep -q "eval, fp32 weights .*fits" $TMP/info && grep -q "import-hf / export-hf (largest tensor, fp32) .* $((1024 * 64 * 4)) bytes" $TMP/info \
   || fail "info: import/export is not the largest tensor (the embedding): $(cat $TMP/info)"
 OLMO_MEM_LIMIT=1000 "$OLMO" info $HF >$TMP/info 2>&1 || fail "info with a limit: $(cat $TMP/info)"
-[ "$(grep -c "does not fit (refused with exit 2)" $TMP/info)" = 5 ] || fail "info: OLMO_MEM_LIMIT rows: $(cat $TMP/info)"
+[ "$(grep -c "does not fit (refused with exit 2)" $TMP/info)" = 7 ] || fail "info: OLMO_MEM_LIMIT rows: $(cat $TMP/info)"
 echo "info: HF directory, run and checkpoint described; OLMO_MEM_LIMIT marks every row"
 
 # (b) refusals below the need, nothing written
@@ -115,7 +116,7 @@ echo "files: GGUF, a shard of an HF directory, .npy, a token file: named, exit 2
 # BF16 shards, 150 MB in fp32; its largest tensor (the embedding) 16 MiB in fp32.
 $PY - $TMP/mid <<'PY' || fail "make the 150 MB model"
 import json, os, sys; sys.path.insert(0, 'tests/ref')
-import numpy as np, safetensors_io as st
+import numpy as np, hf_random, safetensors_io as st
 out = sys.argv[1]; os.makedirs(out)
 L, C, H, KV, D, M, V = 8, 512, 8, 4, 64, 2048, 8192
 json.dump(dict(architectures=['Olmo3ForCausalLM'], model_type='olmo3', vocab_size=V, hidden_size=C, intermediate_size=M,
@@ -124,15 +125,7 @@ json.dump(dict(architectures=['Olmo3ForCausalLM'], model_type='olmo3', vocab_siz
                layer_types=(['sliding_attention'] * 3 + ['full_attention']) * (L // 4)), open(f'{out}/config.json', 'w'))
 rng = np.random.default_rng(0)
 r = lambda *s: rng.standard_normal(s, dtype=np.float32) * 0.02
-parts = [{'model.embed_tokens.weight': r(V, C)}, {'model.norm.weight': np.ones(C, np.float32), 'lm_head.weight': r(V, C)}]
-for l in range(L):
-    p, d = f'model.layers.{l}.', parts[l * 2 // L]
-    for n, s in [('self_attn.q_proj', (H * D, C)), ('self_attn.k_proj', (KV * D, C)), ('self_attn.v_proj', (KV * D, C)),
-                 ('self_attn.o_proj', (C, H * D)), ('mlp.gate_proj', (M, C)), ('mlp.up_proj', (M, C)), ('mlp.down_proj', (C, M))]:
-        d[p + n + '.weight'] = r(*s)
-    for n, k in [('self_attn.q_norm', H * D), ('self_attn.k_norm', KV * D), ('post_attention_layernorm', C),
-                 ('post_feedforward_layernorm', C)]:
-        d[p + n + '.weight'] = np.ones(k, np.float32)
+parts = hf_random.olmo3_parts(L, C, H, KV, D, M, V, r, lambda k: np.ones(k, np.float32))
 wm = {}
 for i, d in enumerate(parts):
     f = f'model-0000{i + 1}-of-00002.safetensors'

