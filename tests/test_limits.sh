@@ -61,6 +61,16 @@ refuse recipe-activations "activations of one micro-batch" "$OLMO" train "$T/big
   train.micro_batch=65536 train.global_batch=65536 train.seq_len=1048576
 $LIM "$OLMO" info olmo3-7b > "$T/info.out" 2>&1 || fail "olmo info olmo3-7b refused: $(tail -2 "$T/info.out")"
 echo "ok: olmo info olmo3-7b still works"
+# key=value on a preset reshapes the plan (they were once ignored): 8 of the 7B's 32 layers keep
+# its embedding and LM head (2 x 100352 x 4096) and the final norm (4096), and 8 blocks of
+# 4 x 4096^2 (attention) + 3 x 4096 x 11008 (SwiGLU) + 4 x 4096 (q, k and the two block norms).
+"$OLMO" info olmo3-7b model.n_layers=8 train.seq_len=4096 > "$T/info8.out" 2>&1 || fail "olmo info olmo3-7b key=value: $(tail -2 "$T/info8.out")"
+want=$(( 2 * 100352 * 4096 + 4096 + 8 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 4 * 4096) ))
+grep -q "^parameters: $want total" "$T/info8.out" || fail "info olmo3-7b model.n_layers=8: want $want parameters: $(grep ^parameters "$T/info8.out")"
+grep -q "T = 4096 tokens" "$T/info8.out" || fail "info olmo3-7b train.seq_len=4096: the memory table is not at T = 4096"
+grep -q "^parameters: 7298617344 total" "$T/info.out" || fail "olmo info olmo3-7b: $(grep ^parameters "$T/info.out")"
+refuse info-preset-bad-key "unknown key 'bogus.key'" "$OLMO" info olmo3-7b bogus.key=1
+echo "ok: olmo info olmo3-7b key=value: the overrides reshape the plan"
 
 # 3. tokenizer.json
 $PY - "$T" <<'PY'

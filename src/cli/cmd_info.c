@@ -194,6 +194,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: olmo info CKPT\n"
             "       olmo info PRESET|RECIPE.yml [key=value ...] [--world W] [--backend cpu|cuda]\n"
+            "  key=value: recipe keys over the recipe, or over a preset's defaults (model.*,\n"
+            "  train.seq_len, train.micro_batch, ...).\n"
             "                 [--context-parallel C] [--shard optim|grads|full] [--shard-group G] [--lr-at S,...]\n"
             "  CKPT (an HF directory, a run, a checkpoint, a model file): its shape, parameters and the\n"
             "  memory of eval, generate, import-hf/export-hf and training against this machine's memory\n"
@@ -263,6 +265,21 @@ int cmd_info(int argc, char **argv) {
         seq_len = !strcmp(what, "olmo3-7b") ? 8192 : 1024;
         micro = 1;
         printf("%s: %s\n", pre->name, pre->about);
+        if (nov) {   // key=value on a preset: a recipe of defaults around it (model.*, train.seq_len, ...)
+            // The keys a recipe must have that a preset's plan does not use, the user's after them.
+            char **all = xcalloc((size_t)nov + 3, sizeof(char *));
+            static char *fixed[] = {"data.paths=unused-by-olmo-info", "train.max_steps=1", "schedule.name=constant"};
+            memcpy(all, fixed, sizeof fixed);
+            memcpy(all + 3, ov, sizeof(char *) * (size_t)nov);
+            recipe_load_for_model(&r, &cfg, seq_len, what, nov + 3, all);
+            free(all);
+            cfg = recipe_model_config(&r);
+            seq_len = r.seq_len;
+            micro = r.micro_batch;
+            printf("with");
+            for (int i = 0; i < nov; i++) printf(" %s", ov[i]);
+            printf("\n");
+        }
     } else {
         recipe_load(&r, what, nov, ov);
         cfg = recipe_model_config(&r);
