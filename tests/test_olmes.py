@@ -10,11 +10,16 @@ arc_easy_test_bpb_5shot on the len_norm label's folder), fast_mc
 (arc_challenge_test_mc_5shot_fast; copycolors_10way_fast with questions of 2 to 4
 choices). They hold doc_id >= 1,000,000 requests (skipped), contexts longer than the
 model's context (left truncation), continuations with and without a leading space and with
-multi-byte characters (also as the first character), one plain requests.jsonl.
+multi-byte characters (also as the first character), one plain requests.jsonl. MMLU
+(mmlu_humanities_test_bpb_5shot, mmlu_humanities_test_mc_5shot_fast): the humanities
+category's 13 subjects as hf_datasets/hails/mmlu_no_train/<subject>/{dev,test}/ folders,
+state.json + Arrow IPC files written by npm apache-arrow (tests/arrow_write.mjs), scored at
+seq_len 256 so that every prompt is whole; the reference forms the package's prompts from
+the rows (a multi-name task: the subjects' test rows concatenated, doc ids running on).
 
 `olmo eval --json --details` scores them with a tiny model (dolma2 vocabulary, seq_len 32).
 This file re-forms the samples from the files itself (the package's rules: docs/eval.md),
-tokenizing with `olmo tokenize`, and checks:
+tokenizing with npm tiktoken's cl100k_base (dolma2's ids for plain text), and checks:
 1. the samples per label and their (doc_id, cont_id) pairs, in count and identity;
 2. each pair's log-likelihood against tests/ref/olmo_ref.py's float64 forward of the query
    the reference formed (fp32 forward: 1e-3 absolute);
