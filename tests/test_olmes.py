@@ -10,11 +10,16 @@ arc_easy_test_bpb_5shot on the len_norm label's folder), fast_mc
 (arc_challenge_test_mc_5shot_fast; copycolors_10way_fast with questions of 2 to 4
 choices). They hold doc_id >= 1,000,000 requests (skipped), contexts longer than the
 model's context (left truncation), continuations with and without a leading space and with
-multi-byte characters (also as the first character), one plain requests.jsonl.
+multi-byte characters (also as the first character), one plain requests.jsonl. MMLU
+(mmlu_humanities_test_bpb_5shot, mmlu_humanities_test_mc_5shot_fast): the humanities
+category's 13 subjects as hf_datasets/hails/mmlu_no_train/<subject>/{dev,test}/ folders,
+state.json + Arrow IPC files written by npm apache-arrow (tests/arrow_write.mjs), scored at
+seq_len 256 so that every prompt is whole; the reference forms the package's prompts from
+the rows (a multi-name task: the subjects' test rows concatenated, doc ids running on).
 
 `olmo eval --json --details` scores them with a tiny model (dolma2 vocabulary, seq_len 32).
 This file re-forms the samples from the files itself (the package's rules: docs/eval.md),
-tokenizing with `olmo tokenize`, and checks:
+tokenizing with npm tiktoken's cl100k_base (dolma2's ids for plain text), and checks:
 1. the samples per label and their (doc_id, cont_id) pairs, in count and identity;
 2. each pair's log-likelihood against tests/ref/olmo_ref.py's float64 forward of the query
    the reference formed (fp32 forward: 1e-3 absolute);
@@ -41,6 +46,7 @@ import olmo_ref as ref  # noqa: E402
 from lib import OLMO, check, finish, tiny_dolma2_checkpoint, tmpdir  # noqa: E402
 
 SEQ = 32
+MMLU_SEQ = 256   # holds every MMLU prompt of the test whole
 LOG2E = 1.44269504089
 _tok_cache = {}
 
@@ -53,15 +59,21 @@ def tok(text):
     return _tok_cache[text]
 
 
+TIKTOKEN_JS = ("const {get_encoding} = require('tiktoken'); const enc = get_encoding('cl100k_base');"
+               "const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+               "process.stdout.write(JSON.stringify(texts.map((t) => Array.from(enc.encode_ordinary(t)))));")
+
+
 def prefetch(texts):
-    """Tokenize the texts without a newline in one olmo tokenize --lines call (one process
-    start instead of one per text); tok() then finds them."""
-    lines = [t for t in dict.fromkeys(texts) if "\n" not in t and t and t not in _tok_cache]
-    if lines:
-        r = subprocess.run([OLMO, "tokenize", "--lines"], input="\n".join(lines).encode() + b"\n",
-                           capture_output=True, check=True)
-        for t, row in zip(lines, r.stdout.decode().split("\n")):
-            _tok_cache[t] = [int(x) for x in row.split()]
+    """Tokenize the texts in one process (one start instead of one per text): npm tiktoken's
+    cl100k_base, whose ids dolma2 shares for text without special tokens
+    (tests/test_tokenizer_parity.mjs holds olmo tokenize to it); tok() then finds them."""
+    todo = [t for t in dict.fromkeys(texts) if t not in _tok_cache]
+    if todo:
+        r = subprocess.run(["node", "-e", TIKTOKEN_JS], input=json.dumps(todo).encode(), capture_output=True,
+                           check=True, cwd=os.path.dirname(HERE))
+        for t, ids in zip(todo, json.loads(r.stdout)):
+            _tok_cache[t] = ids
 
 
 WORDS = ["apple", "river", "stone", "café", "naïve", "über", "zebra", "quartz", "maple", "cloud", "piano",
@@ -151,7 +163,7 @@ def write_tasks(root, tasks):
             json.dump({"task_name": label, "task_config": {"primary_metric": "acc_raw"}}, f)
 
 
-def prep(rows, metric, fast):
+def prep(rows, metric, fast, seq=SEQ):
     """OEEvalTask's samples from one dataset name's requests, by the package's rules."""
     out = []
     for r in rows:
@@ -165,7 +177,7 @@ def prep(rows, metric, fast):
                 continue
             cid = lab = 0
         ctx, ct = tok(r["request"]["context"]), tok(cont)
-        q = (ctx + ct[:-1])[-SEQ:]
+        q = (ctx + ct[:-1])[-seq:]
         out.append(dict(doc_id=d, cont_id=cid, label=lab, query=q, ctx_len=len(q) - len(ct) + 1, cont=ct,
                         L=len(cont), B=len(cont.encode()), Ln=len(cont) - 1, Bn=len(cont[1:].encode())))
     if fast:
@@ -196,13 +208,21 @@ _lp_cache = {}
 def ref_logp(P64, cfg, s, toks):
     """Summed float64 log-probabilities of toks after the query's first ctx_len tokens (one
     forward per distinct query: fast_mc's choices share theirs)."""
-    key = tuple(s["query"])
-    if key not in _lp_cache:
+    key = (tuple(s["query"]), s["ctx_len"])
+    first = s["ctx_len"] - 1
+
+    def mm(x, W):   # the LM head (the one vocabulary-sized matrix) only at the scored positions
+        if W.shape[0] < cfg.padded_vocab:
+            return ref.linear(x, W)
+        out = torch.zeros(*x.shape[:-1], W.shape[0], dtype=x.dtype)
+        out[:, first:] = ref.linear(x[:, first:], W)
+        return out
+    if key not in _lp_cache:   # the log-probabilities of the scored positions only
         with torch.no_grad():
-            logits = ref.forward(P64, cfg, torch.tensor([s["query"]], dtype=torch.long))
-            _lp_cache[key] = torch.log_softmax(logits[0], dim=-1)
+            logits = ref.forward(P64, cfg, torch.tensor([s["query"]], dtype=torch.long), mm=mm)
+            _lp_cache[key] = torch.log_softmax(logits[0, first:], dim=-1)
     lp = _lp_cache[key]
-    return sum(float(lp[s["ctx_len"] - 1 + j, t]) for j, t in enumerate(toks))
+    return sum(float(lp[j, t]) for j, t in enumerate(toks))
 
 
 def div(a, b):
@@ -250,6 +270,79 @@ def compute(metric, pairs):
             "soft_log_v1": mean(l1), "soft_log_v2": mean(l2)}
 
 
+# MMLU's humanities category as the package lists it: its subcategories in order, each
+# one's subjects alphabetically (the doc-id order of the concatenated test splits).
+HUMANITIES = ["high_school_european_history", "high_school_us_history", "high_school_world_history", "prehistory",
+              "formal_logic", "logical_fallacies", "moral_disputes", "moral_scenarios", "philosophy",
+              "world_religions", "international_law", "jurisprudence", "professional_law"]
+SPACES = [" ", "\t", "\n", "\u00a0", "\u3000", "\u2003", "\x1f"]   # all str.isspace: strip() removes them
+
+
+def make_mmlu(rng):
+    """subject -> {"test": rows, "dev": rows}: rows of the HF mmlu_no_train columns, with 3 to 5
+    choices, answers within the first 4, questions padded with Unicode whitespace, a test row
+    whose subject column names a subject outside the category (no shots), dev splits of 0, 2,
+    5 and 6 rows (5 shots at most)."""
+    def row(subject):
+        n = rng.choice([3, 4, 4, 5])
+        q = rng.choice(SPACES) + words(rng, rng.randint(1, 3)) + "?" + rng.choice(SPACES) * rng.randint(0, 2)
+        return {"question": q, "subject": subject, "choices": [words(rng, rng.randint(1, 2)) for _ in range(n)],
+                "answer": rng.randrange(min(n, 4))}
+    data = {}
+    for i, sub in enumerate(HUMANITIES):
+        ndev = {"formal_logic": 6, "jurisprudence": 2, "international_law": 0}.get(sub, 5)
+        data[sub] = {"test": [row(sub) for _ in range(2 if i % 5 == 0 else 1)], "dev": [row(sub) for _ in range(ndev)]}
+    data["prehistory"]["test"].append(row("virology"))
+    return data
+
+
+def write_mmlu(root, data, tmp):
+    """The package's layout, hf_datasets/hails/mmlu_no_train/<subject>/<split>/ (state.json +
+    Arrow IPC files written by Apache Arrow's JavaScript writer): stream format, except one
+    split in the file format, one in two record batches, one in two data files, one with none."""
+    spec = []
+    for sub, splits in data.items():
+        for split, rows in splits.items():
+            d = os.path.join(root, "hf_datasets", "hails", "mmlu_no_train", sub, split)
+            os.makedirs(d)
+            fmt = "file" if (sub, split) == ("philosophy", "test") else "stream"
+            if (sub, split) == ("high_school_european_history", "test"):
+                parts = [[rows[:1]], [rows[1:]]]   # two data files
+            elif (sub, split) == ("moral_disputes", "dev"):
+                parts = [[rows[:2], rows[2:]]]      # two record batches
+            else:
+                parts = [[rows] if rows else []]
+            names = [f"data-{k:05d}-of-{len(parts):05d}.arrow" for k in range(len(parts))]
+            for name, batches in zip(names, parts):
+                spec.append({"path": os.path.join(d, name), "format": fmt, "batches": batches})
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"_data_files": [{"filename": n} for n in names], "_split": split}, f)
+    sp = os.path.join(tmp, "arrow_spec.json")
+    with open(sp, "w") as f:
+        json.dump(spec, f)
+    subprocess.run(["node", os.path.join(HERE, "arrow_write.mjs"), sp], check=True)
+
+
+def mmlu_requests(data, mc):
+    """The MMLU class's samples as request rows (prompt variation 2: an instruction and the
+    first 5 dev rows of the row's subject; mc: lettered choices, continuations " A".." D";
+    else the choices' text) -- bpb keeps the gold continuation only, as prep() does."""
+    def example(r):
+        q = ("" if mc else "Question: ") + r["question"].strip()
+        return q + "\n" + ("".join(f"{k}. {c}\n" for k, c in zip("ABCD", r["choices"])) if mc else "") + "Answer:"
+    rows, doc = [], 0
+    for sub in HUMANITIES:
+        for r in data[sub]["test"]:
+            ctx = f"The following are multiple choice questions (with answers) about {r['subject'].replace('_', ' ')}:\n\n"
+            for d in data.get(r["subject"], {}).get("dev", [])[:5]:
+                ctx += example(d) + " " + ("ABCD"[d["answer"]] if mc else d["choices"][d["answer"]]) + "\n\n"
+            ctx += example(r)
+            conts = [" " + k for k in "ABCD"] if mc else [" " + c for c in r["choices"]]
+            rows += [req(doc, c, r["answer"], ctx, ct) for c, ct in enumerate(conts)]
+            doc += 1
+    return rows
+
+
 def run_eval(ckpt, recipe, root, labels, extra=()):
     det = os.path.join(os.path.dirname(recipe), "details.jsonl")
     r = subprocess.run([OLMO, "eval", ckpt, "--recipe", recipe, "--downstream", ",".join(labels),
@@ -258,6 +351,45 @@ def run_eval(ckpt, recipe, root, labels, extra=()):
     if r.returncode != 0:
         raise SystemExit(f"olmo eval failed: {r.returncode}")
     return json.loads(r.stdout), [json.loads(x) for x in open(det)]
+
+
+def check_label(label, metric, fast, rows, got, details, P64, cfg, seq):
+    """Checks 1-4 of one label whose requests are rows; returns the reference's samples."""
+    samples = prep(rows, metric, fast, seq)
+    dumped = [(x["doc_id"], x["cont_id"], x["logp"]) for x in details if x["downstream"] == label]
+    pairs = list(pairs_of(samples, fast))   # the same update order: file order, fast_mc by doc_id
+    check(got.get(f"downstream/{label}/samples") == len(samples),
+          f"{label}: samples C {got.get(f'downstream/{label}/samples')} ref {len(samples)}")
+    ids_c, ids_ref = [x[:2] for x in dumped], [(s["doc_id"], c) for s, c, _ in pairs]
+    check(ids_c == ids_ref, f"{label}: scored pairs C {ids_c} ref {ids_ref}")
+    olmo_pairs, ref_pairs = [], []
+    for i, (s, c, toks) in enumerate(pairs):
+        S_ref = ref_logp(P64, cfg, s, toks)
+        S_c = dumped[i][2] if i < len(dumped) else math.nan
+        check(abs(S_ref - S_c) <= 1e-3, f"{label} doc {s['doc_id']} cont {c}: logp C {S_c:.6f} ref {S_ref:.6f}")
+        olmo_pairs.append((s, c, S_c))
+        ref_pairs.append((s, c, S_ref))
+    want, loose = compute(metric, olmo_pairs), compute(metric, ref_pairs)
+    keys = sorted(k.split("/")[-1] for k in got if k.startswith(f"downstream/{label}/")
+                  and not k.endswith(("/samples", "/chance")))
+    check(keys == sorted(want), f"{label}: metric names C {keys} ref {sorted(want)}")
+    # chance (acc / len_norm tasks only): the mean over questions of 1 / choices
+    nch = {}
+    for s, c, _ in pairs:
+        nch[s["doc_id"]] = nch.get(s["doc_id"], 0) + 1
+    want_ch = sum(1.0 / n for n in nch.values()) / len(nch) if metric in ("acc", "len_norm") else None
+    got_ch = got.get(f"downstream/{label}/chance")
+    check((got_ch is None) == (want_ch is None) and (want_ch is None or abs(got_ch - want_ch) <= 1e-12),
+          f"{label}: chance C {got_ch} ref {want_ch}")
+    for k, v in want.items():
+        c = got.get(f"downstream/{label}/{k}")
+        check(c is not None and abs(c - v) <= 1e-6 * max(1.0, abs(v)), f"{label}/{k}: C {c} ref {v}")
+        if not k.startswith(("acc", "len_norm")):   # argmax may flip on an fp32 near-tie
+            check(c is not None and abs(c - loose[k]) <= 1e-3 * max(1.0, abs(v)),
+                  f"{label}/{k}: C {c} ref-forward {loose[k]}")
+    print(f"{label}: {len(samples)} samples, {len(pairs)} pairs, " +
+          ", ".join(f"{k} {v:.6f}" for k, v in want.items()))
+    return samples
 
 
 def main():
@@ -275,43 +407,29 @@ def main():
 
     truncated = 0
     for label, (path, name, metric, fast, rows, gz) in tasks.items():
-        samples = prep(rows, metric, fast)
+        samples = check_label(label, metric, fast, rows, got, details, P64, cfg, SEQ)
         truncated += sum(1 for s in samples if len(tok(next(r["request"]["context"] for r in rows
                                                                if r["doc_id"] == s["doc_id"]))) > SEQ)
-        dumped = [(x["doc_id"], x["cont_id"], x["logp"]) for x in details if x["downstream"] == label]
-        pairs = list(pairs_of(samples, fast))   # the same update order: file order, fast_mc by doc_id
-        check(got.get(f"downstream/{label}/samples") == len(samples),
-              f"{label}: samples C {got.get(f'downstream/{label}/samples')} ref {len(samples)}")
-        ids_c, ids_ref = [x[:2] for x in dumped], [(s["doc_id"], c) for s, c, _ in pairs]
-        check(ids_c == ids_ref, f"{label}: scored pairs C {ids_c} ref {ids_ref}")
-        olmo_pairs, ref_pairs = [], []
-        for i, (s, c, toks) in enumerate(pairs):
-            S_ref = ref_logp(P64, cfg, s, toks)
-            S_c = dumped[i][2] if i < len(dumped) else math.nan
-            check(abs(S_ref - S_c) <= 1e-3, f"{label} doc {s['doc_id']} cont {c}: logp C {S_c:.6f} ref {S_ref:.6f}")
-            olmo_pairs.append((s, c, S_c))
-            ref_pairs.append((s, c, S_ref))
-        want, loose = compute(metric, olmo_pairs), compute(metric, ref_pairs)
-        keys = sorted(k.split("/")[-1] for k in got if k.startswith(f"downstream/{label}/")
-                      and not k.endswith(("/samples", "/chance")))
-        check(keys == sorted(want), f"{label}: metric names C {keys} ref {sorted(want)}")
-        # chance (acc / len_norm tasks only): the mean over questions of 1 / choices
-        nch = {}
-        for s, c, _ in pairs:
-            nch[s["doc_id"]] = nch.get(s["doc_id"], 0) + 1
-        want_ch = sum(1.0 / n for n in nch.values()) / len(nch) if metric in ("acc", "len_norm") else None
-        got_ch = got.get(f"downstream/{label}/chance")
-        check((got_ch is None) == (want_ch is None) and (want_ch is None or abs(got_ch - want_ch) <= 1e-12),
-              f"{label}: chance C {got_ch} ref {want_ch}")
-        for k, v in want.items():
-            c = got.get(f"downstream/{label}/{k}")
-            check(c is not None and abs(c - v) <= 1e-6 * max(1.0, abs(v)), f"{label}/{k}: C {c} ref {v}")
-            if not k.startswith(("acc", "len_norm")):   # argmax may flip on an fp32 near-tie
-                check(c is not None and abs(c - loose[k]) <= 1e-3 * max(1.0, abs(v)),
-                      f"{label}/{k}: C {c} ref-forward {loose[k]}")
-        print(f"{label}: {len(samples)} samples, {len(pairs)} pairs, " +
-              ", ".join(f"{k} {v:.6f}" for k, v in want.items()))
     check(truncated >= 3, f"left truncation exercised by {truncated} samples, want >= 3")
+
+    # MMLU: the humanities labels from Arrow files, at a length that holds every prompt whole
+    # (a mistake anywhere in a prompt changes its log-likelihoods)
+    mmlu = make_mmlu(random.Random(5))
+    write_mmlu(root, mmlu, tmp)
+    recipe_long = os.path.join(tmp, "r_long.yml")
+    with open(recipe_long, "w") as f:
+        f.write("model: {preset: olmo3-tiny, vocab_size: 100278}\n"
+                f"train: {{seq_len: {MMLU_SEQ}, global_batch: 2, micro_batch: 2, max_steps: 1}}\n")
+    labels = {"mmlu_humanities_test_bpb_5shot": ("bpb", False), "mmlu_humanities_test_mc_5shot_fast": ("len_norm", True)}
+    got_m, det_m = run_eval(ckpt, recipe_long, root, list(labels))
+    rows_of = {label: mmlu_requests(mmlu, fast) for label, (metric, fast) in labels.items()}
+    prefetch([r["request"][k] for rows in rows_of.values() for r in rows for k in ("context", "continuation")])
+    for label, (metric, fast) in labels.items():
+        rows = rows_of[label]
+        samples = check_label(label, metric, fast, rows, got_m, det_m, P64, cfg, MMLU_SEQ)
+        longest = max(len(s["query"]) for s in samples)
+        check(longest < MMLU_SEQ, f"{label}: a prompt of {longest} tokens was cut at {MMLU_SEQ}")
+        check(len(samples) == sum(len(v["test"]) for v in mmlu.values()), f"{label}: {len(samples)} questions")
 
     # eval.downstream_max_docs: only the questions with the 2 smallest doc_ids
     lab = "arc_easy_test_rc_5shot"

