@@ -101,6 +101,10 @@ echo "ok $(ns srun --version) up: one node of 2 CPUs, partitions low and high"
 Q=(train.global_batch=8 train.micro_batch=1 train.max_steps=20 ckpt.interval=5 train.log_every=1)
 RUN=(--mpi=pmix "$OLMO" train "$TMP/r.yml" "${Q[@]}")
 train $TMP/straight "${Q[@]}" || fail "straight run: $(tail -5 $TMP/straight.log)"
+# The interrupted runs sleep PAUSE s after each step (OLMO_TEST_STEP_PAUSE, a test hook that
+# changes no number): the tiny model's 20 steps take 0.3 s, so a signal sent at step 6 could
+# otherwise arrive after the last step (seen: preemption, which slurmctld takes ~2 s to act on).
+PAUSE=0.5
 at_step() { wait_for 60 "grep -q '^step *$2/' $1.log 2>/dev/null" || fail "no step $2 in $1.log: $(tail -5 $1.log)"; }
 # stopped_at DIR: the step of the stop line; the checkpoint at that step must be published
 stopped_at() {
@@ -129,7 +133,7 @@ rerun() {
 
 # 1. SIGTERM to srun: SIGKILL to the tasks
 D=$TMP/srun
-ns timeout 60 srun -n 2 "${RUN[@]}" train.run_dir=$D >$D.log 2>&1 &
+OLMO_TEST_STEP_PAUSE=$PAUSE ns timeout 60 srun -n 2 "${RUN[@]}" train.run_dir=$D >$D.log 2>&1 &
 jobpid=$!
 at_step $D 6
 kill -TERM $(in_ns srun)
@@ -140,7 +144,7 @@ echo "ok SIGTERM to srun itself: srun SIGKILLs the tasks (exit 137, no checkpoin
 
 # 2. SIGTERM to olmo-mpirun launching srun
 D=$TMP/wrap
-MPIRUN=srun ns timeout 60 scripts/olmo-mpirun -n 2 "${RUN[@]}" train.run_dir=$D >$D.log 2>&1 &
+MPIRUN=srun OLMO_TEST_STEP_PAUSE=$PAUSE ns timeout 60 scripts/olmo-mpirun -n 2 "${RUN[@]}" train.run_dir=$D >$D.log 2>&1 &
 jobpid=$!
 at_step $D 6
 kill -TERM $(in_ns olmo-mpirun)
@@ -152,7 +156,7 @@ echo "ok SIGTERM to MPIRUN=srun scripts/olmo-mpirun: checkpoint at step $n publi
 
 # sbatch JOB PARTITION: submit the job running srun into $TMP/JOB; its id
 sbatch_run() {
-  printf '#!/bin/bash\nsrun -n 2 %q' "${RUN[0]}" > $TMP/$1.sh
+  printf '#!/bin/bash\nexport OLMO_TEST_STEP_PAUSE=%s\nsrun -n 2 %q' $PAUSE "${RUN[0]}" > $TMP/$1.sh
   printf ' %q' "${RUN[@]:1}" train.run_dir=$TMP/$1 >> $TMP/$1.sh
   printf '\necho "batch shell: srun exited $?"\n' >> $TMP/$1.sh
   ns sbatch --parsable -p $2 -n 2 -o $TMP/$1.log $TMP/$1.sh

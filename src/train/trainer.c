@@ -251,6 +251,18 @@ static void run_open_outputs(Run *u, const JobCores *jc) {
 // The steps: this rank's block of the global batch -> train_step -> the record and
 // progress line, in-loop evaluation, stop decisions (signal, train.stop_at, divergence),
 // checkpoints every ckpt.interval steps.
+// Test hook (OLMO_TEST_STEP_PAUSE=SECONDS): a sleep after every step, so that a signal a
+// test sends through a launcher or a scheduler lands mid-run however fast the tiny model's
+// steps are (tests/test_slurm.sh). Changes no number.
+static void test_step_pause(void) {
+    static double pause = -1;
+    if (pause < 0) {
+        const char *e = getenv("OLMO_TEST_STEP_PAUSE");
+        pause = e ? atof(e) : 0;
+    }
+    if (pause > 0) usleep((useconds_t)(pause * 1e6));
+}
+
 static void run_loop(Run *u, Loop *lp) {
     const Recipe *r = u->r;
     const int GB = u->GB, MB = u->MB, T = u->T;
@@ -280,6 +292,7 @@ static void run_loop(Run *u, Loop *lp) {
             lp->diverged = 1;
             g_stop = 1;
         }
+        test_step_pause();
         ckpt_save_poll(u, 0);   // a sharded write in the background: published once every rank is done
         // A lock taken over by another run (this one was frozen past its lease): nothing more written.
         if (dist_any(u->rank == 0 && run_lock_lost()))
